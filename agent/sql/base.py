@@ -1,0 +1,258 @@
+"""What passes between connectors and their callers: schema description, results, errors.
+
+Everything here is plain Python (no Django) and JSON-serialisable through
+``to_dict``/``from_dict`` so a schema can be stored once and reused by every
+worker instead of being introspected per request.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# --- errors -----------------------------------------------------------------
+
+
+class SQLError(Exception):
+    """A query could not be run; the message is meant to be shown to a person or an agent."""
+
+
+class QueryRejected(SQLError):
+    """Refused before reaching the engine (not a single read-only query)."""
+
+
+class ReadOnlyViolation(SQLError):
+    """The engine refused a write or a privileged operation."""
+
+
+class QueryTimeout(SQLError):
+    """The query ran past its deadline and was interrupted."""
+
+
+class ConnectionFailed(SQLError):
+    """The target database could not be opened."""
+
+
+# --- schema ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """Per-column statistics as the Interactive-T2S paper's SearchColumn returns them.
+
+    ``kind`` is one of ``text``, ``numeric``, ``date``, ``enum`` or ``empty``.
+    ``values`` holds (value, count) pairs for low-cardinality columns, ``samples``
+    a few distinct values (each cut to 100 characters) for free text.
+    """
+
+    kind: str
+    distinct_count: int
+    null_count: int
+    min: str | None = None
+    max: str | None = None
+    samples: tuple[str, ...] = ()
+    values: tuple[tuple[str, int], ...] = ()
+    sampled_rows: int | None = None  # set when computed on a prefix of a large table
+
+    def describe(self) -> str:
+        if self.kind == "empty":
+            return "no non-null values"
+        if self.kind == "enum":
+            inner = ", ".join(f"{_quote(v)} ({n})" for v, n in self.values)
+            return f"enumeration: {inner}"
+        if self.kind in ("numeric", "date"):
+            return f"{self.kind} range: {self.min} .. {self.max}; distinct count: {self.distinct_count}"
+        inner = ", ".join(_quote(s) for s in self.samples)
+        return f"text field, distinct count: {self.distinct_count}, e.g. {inner}"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ColumnStats:
+        return cls(
+            kind=d["kind"],
+            distinct_count=d["distinct_count"],
+            null_count=d["null_count"],
+            min=d.get("min"),
+            max=d.get("max"),
+            samples=tuple(d.get("samples", ())),
+            values=tuple((v, n) for v, n in d.get("values", ())),
+            sampled_rows=d.get("sampled_rows"),
+        )
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    table: str
+    name: str
+    type: str
+    nullable: bool = True
+    primary_key: bool = False
+    stats: ColumnStats | None = None
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.table}.{self.name}"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ColumnInfo:
+        stats = d.get("stats")
+        return cls(
+            table=d["table"],
+            name=d["name"],
+            type=d["type"],
+            nullable=d.get("nullable", True),
+            primary_key=d.get("primary_key", False),
+            stats=ColumnStats.from_dict(stats) if stats else None,
+        )
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """``table(columns) REFERENCES ref_table(ref_columns)``; composite keys have several columns."""
+
+    table: str
+    columns: tuple[str, ...]
+    ref_table: str
+    ref_columns: tuple[str, ...]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ForeignKey:
+        return cls(d["table"], tuple(d["columns"]), d["ref_table"], tuple(d["ref_columns"]))
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    columns: tuple[ColumnInfo, ...]
+    primary_key: tuple[str, ...] = ()
+    foreign_keys: tuple[ForeignKey, ...] = ()
+    row_count: int | None = None
+
+    def column(self, name: str) -> ColumnInfo | None:
+        lowered = name.lower()
+        for col in self.columns:
+            if col.name.lower() == lowered:
+                return col
+        return None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TableInfo:
+        return cls(
+            name=d["name"],
+            columns=tuple(ColumnInfo.from_dict(c) for c in d["columns"]),
+            primary_key=tuple(d.get("primary_key", ())),
+            foreign_keys=tuple(ForeignKey.from_dict(f) for f in d.get("foreign_keys", ())),
+            row_count=d.get("row_count"),
+        )
+
+
+@dataclass(frozen=True)
+class SchemaInfo:
+    engine: str
+    tables: tuple[TableInfo, ...]
+    fingerprint: str = ""
+
+    def table(self, name: str) -> TableInfo | None:
+        lowered = name.lower()
+        for table in self.tables:
+            if table.name.lower() == lowered:
+                return table
+        return None
+
+    @property
+    def columns(self) -> list[ColumnInfo]:
+        return [c for t in self.tables for c in t.columns]
+
+    @property
+    def foreign_keys(self) -> list[ForeignKey]:
+        return [fk for t in self.tables for fk in t.foreign_keys]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SchemaInfo:
+        return cls(
+            engine=d["engine"],
+            tables=tuple(TableInfo.from_dict(t) for t in d["tables"]),
+            fingerprint=d.get("fingerprint", ""),
+        )
+
+
+# --- results -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """Rows of one read query, capped.
+
+    ``total_rows`` is the number of rows the query produced as far as it was
+    counted; ``total_is_exact`` is False when counting stopped at the count cap
+    or the deadline (then the true count is larger).
+    """
+
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    total_rows: int
+    total_is_exact: bool = True
+    truncated_bytes: bool = False
+    elapsed_ms: float = 0.0
+
+    @property
+    def truncated(self) -> bool:
+        return self.total_rows > len(self.rows) or not self.total_is_exact or self.truncated_bytes
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps applied to every query; callers may tighten them per call."""
+
+    timeout_s: float = 10.0
+    max_rows: int = 1000
+    max_bytes: int = 2_000_000
+    count_cap: int = 100_000  # rows counted past max_rows to say "and N more rows"
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class Connector(abc.ABC):
+    """A read-only handle on one target database. Not thread-safe: one per thread."""
+
+    engine: str = ""
+
+    def __init__(self, *, limits: Limits | None = None) -> None:
+        self.limits = limits or DEFAULT_LIMITS
+
+    @abc.abstractmethod
+    def execute(self, sql: str, *, limits: Limits | None = None) -> QueryResult:
+        """Run one read-only query under the limits; raise an SQLError subclass on failure."""
+
+    @abc.abstractmethod
+    def introspect(self, *, with_stats: bool = True) -> SchemaInfo:
+        """Tables, columns, keys, row counts and (optionally) per-column statistics."""
+
+    @abc.abstractmethod
+    def fingerprint(self) -> str:
+        """A string that changes when the target database's content may have changed."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    @property
+    @abc.abstractmethod
+    def dialect(self) -> str:
+        """sqlglot dialect name."""
+
+    def quote_ident(self, name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    def __enter__(self) -> Connector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
