@@ -251,6 +251,10 @@ class Connector(abc.ABC):
     def quote_ident(self, name: str) -> str:
         return '"' + name.replace('"', '""') + '"'
 
+    def quote_table(self, name: str) -> str:
+        """A table name as shown in SchemaInfo, quoted for this engine (schema-qualified where needed)."""
+        return self.quote_ident(name)
+
     def __enter__(self) -> Connector:
         return self
 

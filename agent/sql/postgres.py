@@ -128,7 +128,12 @@ class PostgresConnector(Connector):
         return table if schema == "public" else f"{schema}.{table}"
 
     def quote_table(self, display: str) -> str:
-        schema, table = self._names.get(display, ("public", display))
+        if display in self._names:
+            schema, table = self._names[display]
+        elif "." in display:
+            schema, table = display.split(".", 1)
+        else:
+            schema, table = "public", display
         return f"{self.quote_ident(schema)}.{self.quote_ident(table)}"
 
     def introspect(self, *, with_stats: bool = True) -> SchemaInfo:

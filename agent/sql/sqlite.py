@@ -143,7 +143,7 @@ class SQLiteConnector(Connector):
             except SQLError:
                 row_count = None
             columns = []
-            for cid, col, ctype, notnull, _default, pk_pos in info:
+            for _cid, col, ctype, notnull, _default, pk_pos in info:
                 stats = None
                 if with_stats:
                     stats = column_stats(self._internal, q, self.quote_ident(col), ctype or "", row_count)

@@ -1,0 +1,31 @@
+from django.contrib import admin
+
+from agent.models import Database
+
+
+@admin.register(Database)
+class DatabaseAdmin(admin.ModelAdmin):
+    list_display = ("name", "engine", "display_location", "status", "index_status", "table_count", "updated_at")
+    list_filter = ("engine", "status", "index_status", "is_demo")
+    search_fields = ("name", "description")
+    readonly_fields = ("status", "status_message", "schema_fingerprint", "introspected_at", "table_count",
+                       "column_count", "index_status", "index_error", "created_at", "updated_at")
+
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        # Never render a stored DSN (it may hold a password) back into an edit form.
+        if obj is not None and obj.engine == Database.Engine.POSTGRESQL:
+            fields = [f for f in fields if f != "location"] + ["display_location"]
+        return fields
+
+    def get_readonly_fields(self, request, obj=None):
+        extra = ("display_location",) if obj is not None and obj.engine == Database.Engine.POSTGRESQL else ()
+        return self.readonly_fields + extra
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        from django.db import transaction
+
+        from agent.tasks import refresh_database
+
+        transaction.on_commit(lambda: refresh_database.delay(obj.pk))

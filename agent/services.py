@@ -1,0 +1,109 @@
+"""Writes for the agent app: registering and refreshing target databases."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from agent.models import Database
+from agent.sql import Connector, Limits, SQLError, connect
+from t2s_site.conf import studio_settings
+
+logger = logging.getLogger(__name__)
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def engine_for_location(location: str) -> str:
+    return Database.Engine.POSTGRESQL if location.startswith(("postgres://", "postgresql://")) else Database.Engine.SQLITE
+
+
+def _normalise_location(engine: str, location: str) -> str:
+    location = location.strip()
+    if engine == Database.Engine.POSTGRESQL:
+        return location
+    path = Path(location).expanduser().resolve()
+    if not path.is_file():
+        raise ValidationError({"location": f"No such file: {path}"})
+    with path.open("rb") as fh:
+        if fh.read(16) != _SQLITE_MAGIC:
+            raise ValidationError({"location": f"Not a SQLite database file: {path}"})
+    return str(path)
+
+
+def open_connector(database: Database, *, limits: Limits | None = None) -> Connector:
+    """A fresh read-only connector for one target database; the caller closes it."""
+    limits = limits or Limits(timeout_s=studio_settings.QUERY_TIMEOUT_S, max_rows=studio_settings.QUERY_MAX_ROWS)
+    return connect(database.engine, database.location, limits=limits)
+
+
+def database_register(
+    *, name: str, location: str, description: str = "", engine: str | None = None, is_demo: bool = False,
+    refresh: str = "async",
+) -> Database:
+    """Register (or re-point) a target database and schedule its introspection.
+
+    ``refresh`` is ``"async"`` (a Celery task after commit), ``"sync"`` (now, in
+    this process: the CLI and bootstrap use it) or ``"none"``.
+    """
+    engine = engine or engine_for_location(location)
+    location = _normalise_location(engine, location)
+    database = Database.objects.filter(name=name).first() or Database(name=name)
+    changed = database.pk is None or database.location != location or database.engine != engine
+    database.engine = engine
+    database.location = location
+    if description or database.pk is None:
+        database.description = description
+    database.is_demo = is_demo or database.is_demo
+    if changed:
+        database.status = Database.Status.PENDING
+        database.status_message = ""
+    database.full_clean()
+    with transaction.atomic():
+        database.save()
+        if refresh == "async" and changed:
+            from agent.tasks import refresh_database
+
+            transaction.on_commit(lambda: refresh_database.delay(database.pk))
+    if refresh == "sync" and (changed or database.status != Database.Status.READY):
+        database_refresh(database=database)
+    return database
+
+
+def database_refresh(*, database: Database, force: bool = False) -> Database:
+    """Introspect the target (schema, keys, row counts, statistics) and store it.
+
+    Skips the work when the target's fingerprint is unchanged, unless ``force``.
+    """
+    Database.objects.filter(pk=database.pk).update(status=Database.Status.INTROSPECTING, status_message="")
+    try:
+        with open_connector(database) as conn:
+            fingerprint = conn.fingerprint()
+            if not force and database.schema and fingerprint == database.schema_fingerprint:
+                schema = database.schema_info()
+            else:
+                schema = conn.introspect(with_stats=True)
+    except SQLError as exc:
+        database.status = Database.Status.ERROR
+        database.status_message = str(exc)
+        database.save(update_fields=["status", "status_message", "updated_at"])
+        logger.warning("introspection of %s failed: %s", database.name, exc)
+        return database
+    assert schema is not None
+    database.schema = schema.to_dict()
+    database.schema_fingerprint = schema.fingerprint
+    database.table_count = len(schema.tables)
+    database.column_count = len(schema.columns)
+    database.introspected_at = timezone.now()
+    database.status = Database.Status.READY
+    database.status_message = ""
+    database.save()
+    return database
+
+
+def database_delete(*, database: Database) -> None:
+    database.delete()

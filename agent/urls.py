@@ -1,0 +1,12 @@
+from django.urls import path
+
+from agent import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("databases/", views.database_list, name="database_list"),
+    path("databases/register/", views.database_register, name="database_register"),
+    path("databases/<str:name>/", views.database_detail, name="database_detail"),
+    path("databases/<str:name>/refresh/", views.database_refresh, name="database_refresh"),
+    path("databases/<str:name>/tables/<str:table>/rows/", views.table_rows, name="table_rows"),
+]

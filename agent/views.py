@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from agent import selectors, services
+from agent.forms import DatabaseRegisterForm
+from agent.models import Database
+from agent.sql import SQLError
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    return redirect("database_list")
+
+
+def database_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "agent/database_list.html", {"databases": selectors.database_list()})
+
+
+@permission_required("agent.add_database", raise_exception=True)
+def database_register(request: HttpRequest) -> HttpResponse:
+    form = DatabaseRegisterForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            database = services.database_register(**form.cleaned_data)
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(request, f"Registered {database.name}; introspection is queued.")
+            return redirect(database)
+    return render(request, "agent/database_register.html", {"form": form})
+
+
+def database_detail(request: HttpRequest, name: str) -> HttpResponse:
+    database = get_object_or_404(Database, name=name)
+    schema = database.schema_info()
+    template = "agent/partials/database_status.html" if request.htmx else "agent/database_detail.html"
+    return render(request, template, {"database": database, "schema": schema})
+
+
+@require_POST
+@permission_required("agent.change_database", raise_exception=True)
+def database_refresh(request: HttpRequest, name: str) -> HttpResponse:
+    database = get_object_or_404(Database, name=name)
+    from agent.tasks import refresh_database
+
+    Database.objects.filter(pk=database.pk).update(status=Database.Status.PENDING)
+    refresh_database.delay(database.pk)
+    messages.info(request, f"Refresh of {database.name} queued.")
+    return redirect(database)
+
+
+def table_rows(request: HttpRequest, name: str, table: str) -> HttpResponse:
+    database = get_object_or_404(Database, name=name)
+    info = selectors.database_table(database=database, table=table)
+    if info is None:
+        raise Http404("No such table")
+    try:
+        result, error = selectors.table_preview(database=database, table=info), None
+    except SQLError as exc:
+        result, error = None, str(exc)
+    caption = f"First rows of {info.name} ({info.row_count} in all)" if info.row_count is not None else ""
+    return render(request, "partials/result_table.html", {"result": result, "error": error, "caption": caption})

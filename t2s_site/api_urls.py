@@ -1,0 +1,15 @@
+"""The REST API, mounted at /api/. Each app contributes its routes to one router."""
+
+from django.urls import include, path
+from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.routers import DefaultRouter
+
+from agent.api import DatabaseViewSet
+
+router = DefaultRouter()
+router.register("databases", DatabaseViewSet, basename="database")
+
+urlpatterns = [
+    path("token/", obtain_auth_token, name="api_token"),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,103 @@
+"""Shared fixtures: real SQLite files, a real PostgreSQL target, logged-in clients.
+
+Service-backed tests skip when a service is unreachable on a developer's
+machine, but fail in CI (T2S_REQUIRE_SERVICES=1), so CI never passes by
+skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+DEMO_DB = Path(settings.T2S["DEMO_DATABASE"])
+SHARED_DIR = Path(settings.T2S["SHARED_DIR"])
+PG_ADMIN_DSN = os.environ.get("T2S_TEST_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+REQUIRE_SERVICES = os.environ.get("T2S_REQUIRE_SERVICES") == "1"
+
+
+def service_unavailable(what: str) -> None:
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{what} is required (T2S_REQUIRE_SERVICES=1) but unreachable")
+    pytest.skip(f"{what} unreachable")
+
+
+@pytest.fixture
+def chinook_copy(tmp_path: Path) -> Path:
+    """A private copy of the demo database, so a test can check it is unchanged."""
+    target = tmp_path / "chinook.sqlite"
+    shutil.copy(DEMO_DB, target)
+    return target
+
+
+@pytest.fixture
+def make_sqlite(tmp_path: Path):
+    """Build a small real SQLite database from DDL/DML statements; returns its path."""
+
+    def build(script: str, name: str = "fixture.sqlite") -> Path:
+        path = tmp_path / name
+        with sqlite3.connect(path) as conn:
+            conn.executescript(script)
+        conn.close()
+        return path
+
+    return build
+
+
+@pytest.fixture
+def pg_database():
+    """A throwaway PostgreSQL database: yields (dsn, admin_connection_factory); dropped afterwards."""
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        admin = psycopg.connect(PG_ADMIN_DSN, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError:
+        service_unavailable("PostgreSQL")
+    name = f"t2s_target_{uuid.uuid4().hex[:10]}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN_DSN.rsplit("/", 1)[0]
+    dsn = f"{base}/{name}"
+    try:
+        yield dsn
+    finally:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.close()
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("ana", "ana@example.com", "pw-ana-123")
+
+
+@pytest.fixture
+def staff(django_user_model):
+    return django_user_model.objects.create_user("sam", "sam@example.com", "pw-sam-123", is_staff=True,
+                                                 is_superuser=True)
+
+
+@pytest.fixture
+def user_client(client, user):
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def staff_client(client, staff):
+    client.force_login(staff)
+    return client
+
+
+@pytest.fixture
+def demo_database(db):
+    from agent import services
+
+    return services.database_register(name="chinook", location=str(DEMO_DB), is_demo=True, refresh="sync")
