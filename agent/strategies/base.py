@@ -1,0 +1,240 @@
+"""What every strategy shares: its inputs, the turns it reports, its outcome, and the interface.
+
+A strategy reports each step as a ``TurnRecord`` through ``on_turn`` as soon
+as the step is complete; the session layer stores it (one commit per turn).
+After a crash the session layer calls ``run`` again with the stored turns as
+``previous_turns`` and the strategy resumes after them without calling the
+LLM again for them. Turns are JSON-serialisable through ``to_dict``.
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from agent.llm import ChatModel, Message
+from agent.sql import QueryResult, SchemaInfo
+from agent.tools.base import ToolRunner
+
+from .prompt import Exemplar
+
+
+class Status(StrEnum):
+    ANSWERED = "answered"  # finished with a final SQL query
+    GAVE_UP = "gave_up"  # finished (Done) without any successfully executed query
+    MAX_ROUNDS = "max_rounds"  # round cap reached
+    TOKEN_LIMIT = "token_limit"  # token cap reached
+    LLM_ERROR = "llm_error"  # the LLM endpoint failed after retries
+    CANCELLED = "cancelled"  # should_cancel() returned True
+
+
+class TurnKind(StrEnum):
+    REACT = "react"  # one Thought/Action/Observation round (Interactive-T2S)
+    REWRITE = "rewrite"
+    REFINE = "refine"
+    VOTE = "vote"
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """One question to answer on one database."""
+
+    question: str
+    schema: SchemaInfo
+    evidence: str | None = None
+    exemplars: tuple[Exemplar, ...] = ()
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One step of a strategy: an LLM call, and for ReAct the tool call it chose.
+
+    ``index`` is 0-based and unique per session. ``completion`` is None when
+    the LLM call failed (then ``error`` says why). ``tool`` is the action's
+    name as the model wrote it (``Done`` included), ``observation`` exactly
+    what was sent back to the model. ``extra`` holds strategy-specific data
+    (candidates of a vote, a rewritten question, ...).
+    """
+
+    index: int
+    kind: str
+    messages: tuple[Message, ...] = ()
+    completion: str | None = None
+    thought: str | None = None
+    action: str | None = None
+    tool: str | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    observation: str | None = None
+    tool_ok: bool | None = None
+    sql: str | None = None
+    result: QueryResult | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None
+    llm_latency_ms: float | None = None
+    tool_latency_ms: float | None = None
+    llm_attempts: int = 0
+    model: str | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: result cells that JSON cannot hold (bytes, dates) are stored as text."""
+        return {
+            "index": self.index, "kind": self.kind,
+            "messages": [m.to_dict() for m in self.messages],
+            "completion": self.completion, "thought": self.thought, "action": self.action, "tool": self.tool,
+            "args": _json_safe(list(self.args)), "kwargs": _json_safe(dict(self.kwargs)),
+            "observation": self.observation, "tool_ok": self.tool_ok, "sql": self.sql,
+            "result": _result_to_dict(self.result),
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "cost": self.cost,
+            "llm_latency_ms": self.llm_latency_ms, "tool_latency_ms": self.tool_latency_ms,
+            "llm_attempts": self.llm_attempts, "model": self.model, "finish_reason": self.finish_reason,
+            "error": self.error, "extra": _json_safe(dict(self.extra)),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TurnRecord:
+        return cls(
+            index=int(d["index"]), kind=str(d["kind"]),
+            messages=tuple(Message.from_dict(m) for m in d.get("messages") or ()),
+            completion=d.get("completion"), thought=d.get("thought"), action=d.get("action"),
+            tool=d.get("tool"), args=tuple(d.get("args") or ()), kwargs=dict(d.get("kwargs") or {}),
+            observation=d.get("observation"), tool_ok=d.get("tool_ok"), sql=d.get("sql"),
+            result=_result_from_dict(d.get("result")),
+            prompt_tokens=int(d.get("prompt_tokens") or 0), completion_tokens=int(d.get("completion_tokens") or 0),
+            cost=d.get("cost"), llm_latency_ms=d.get("llm_latency_ms"), tool_latency_ms=d.get("tool_latency_ms"),
+            llm_attempts=int(d.get("llm_attempts") or 0), model=d.get("model"),
+            finish_reason=d.get("finish_reason"), error=d.get("error"), extra=dict(d.get("extra") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class Totals:
+    rounds: int = 0  # LLM calls that returned a completion
+    llm_failures: int = 0  # LLM calls that failed after retries
+    tool_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = 0.0  # None as soon as one completion had no known price
+    llm_latency_ms: float = 0.0
+    tool_latency_ms: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @classmethod
+    def from_turns(cls, turns: Sequence[TurnRecord]) -> Totals:
+        cost: float | None = 0.0
+        for t in turns:
+            if t.completion is not None:
+                cost = None if cost is None or t.cost is None else cost + t.cost
+        return cls(
+            rounds=sum(1 for t in turns if t.completion is not None),
+            llm_failures=sum(1 for t in turns if t.completion is None and t.error is not None),
+            tool_calls=sum(1 for t in turns if t.tool_latency_ms is not None),
+            prompt_tokens=sum(t.prompt_tokens for t in turns),
+            completion_tokens=sum(t.completion_tokens for t in turns),
+            cost=cost,
+            llm_latency_ms=sum(t.llm_latency_ms or 0.0 for t in turns),
+            tool_latency_ms=sum(t.tool_latency_ms or 0.0 for t in turns),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rounds": self.rounds, "llm_failures": self.llm_failures, "tool_calls": self.tool_calls,
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.total_tokens, "cost": self.cost, "llm_latency_ms": self.llm_latency_ms,
+                "tool_latency_ms": self.tool_latency_ms}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended. ``final_sql`` is the prediction whatever the status (it may exist after a cap)."""
+
+    status: Status
+    final_sql: str | None
+    result: QueryResult | None
+    error: str | None
+    totals: Totals
+
+
+OnTurn = Callable[[TurnRecord], None]
+ShouldCancel = Callable[[], bool]
+
+
+def never_cancel() -> bool:
+    return False
+
+
+class Strategy(abc.ABC):
+    """A text-to-SQL method. Subclasses set ``name`` and ``config_class`` and implement ``run``."""
+
+    name: ClassVar[str]
+    config_class: ClassVar[type[Any]]  # a frozen dataclass with to_dict() and from_dict()
+
+    def __init__(self, config: Any | None = None) -> None:
+        self.config = config if config is not None else self.config_class()
+
+    @classmethod
+    def from_config_dict(cls, data: Mapping[str, Any] | None = None) -> Strategy:
+        return cls(cls.config_class.from_dict(data or {}))
+
+    @abc.abstractmethod
+    def run(
+        self,
+        ctx: SessionContext,
+        *,
+        tools: ToolRunner,
+        llm: ChatModel,
+        on_turn: OnTurn,
+        previous_turns: Sequence[TurnRecord] = (),
+        should_cancel: ShouldCancel = never_cancel,
+    ) -> Outcome:
+        """Answer ``ctx.question``, reporting each finished step through ``on_turn``."""
+
+    @abc.abstractmethod
+    def preview_messages(self, ctx: SessionContext, previous_turns: Sequence[TurnRecord] = ()) -> list[Message]:
+        """The exact messages the next LLM call would receive."""
+
+
+# --- serialisation helpers -------------------------------------------------------------
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "base64:" + base64.b64encode(bytes(value)).decode()
+    return str(value)
+
+
+def _result_to_dict(result: QueryResult | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {"columns": list(result.columns), "rows": [_json_safe(list(r)) for r in result.rows],
+            "total_rows": result.total_rows, "total_is_exact": result.total_is_exact,
+            "truncated_bytes": result.truncated_bytes, "elapsed_ms": result.elapsed_ms}
+
+
+def _result_from_dict(d: Mapping[str, Any] | None) -> QueryResult | None:
+    if not d:
+        return None
+    return QueryResult(columns=tuple(d["columns"]), rows=[tuple(r) for r in d["rows"]],
+                       total_rows=int(d["total_rows"]), total_is_exact=bool(d.get("total_is_exact", True)),
+                       truncated_bytes=bool(d.get("truncated_bytes", False)),
+                       elapsed_ms=float(d.get("elapsed_ms", 0.0)))

@@ -1,0 +1,364 @@
+"""A small OpenAI-compatible HTTP server that replays scripted chat completions.
+
+Tests and benchmarks talk to it over real HTTP, so the whole path (client,
+retries, stop sequences, parser, loop) runs as it would against vLLM or OpenAI.
+
+Script format (Python objects or the same as JSON)::
+
+    ["Thought: ...\\nAction: SearchValue('x')",            # a completion text
+     {"text": "...", "latency_ms": 50},                   # with a delay before answering
+     {"fault": "http", "status": 429},                    # an HTTP error (body is an OpenAI-style error)
+     {"fault": "timeout", "delay_ms": 2000},              # answer only after the client gave up
+     {"fault": "garbage", "body": "<html>oops</html>"},   # 200 with a non-JSON body
+     {"fault": "no_choices"},                             # 200 JSON without choices
+     {"text": "...", "usage": {"prompt_tokens": 7, "completion_tokens": 3}}]  # explicit usage
+
+A keyed script replays independently per conversation: ``{"scripts": {marker:
+steps, ...}, "default": steps}``. A request uses the script of the longest
+marker found in any non-system message (the question text is a good marker,
+since exemplars sit in the system message), else ``default``. Each script has
+its own cursor; an exhausted script answers HTTP 400 "replay script exhausted"
+(not retryable, so a test fails fast and clearly).
+
+Usage accounting, deterministic so tests can assert exact totals:
+prompt_tokens = the number of whitespace-separated words over all message
+contents of the request; completion_tokens = the number of words of the text
+returned (after cutting at the first stop sequence). A step's ``usage`` wins;
+``"usage": null`` omits the field.
+
+Command line: ``python -m tests.support.replay_server --port 8765 --script file.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import struct
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Step = str | Mapping[str, Any]
+EMBEDDING_DIM = 16
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    path: str
+    body: dict[str, Any]
+    script_key: str | None  # None: the default script (or not a chat request)
+    step_index: int | None  # position in that script, None when the script was exhausted
+    received_at: float
+    headers: dict[str, str] = field(default_factory=dict)  # names lower-cased
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages") or [])
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Everything sent except the messages (model, temperature, stop, ...)."""
+        return {k: v for k, v in self.body.items() if k != "messages"}
+
+
+@dataclass
+class _Script:
+    steps: list[Step]
+    cursor: int = 0
+
+
+@dataclass
+class _State:
+    scripts: dict[str, _Script]
+    default: _Script
+    model: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    requests: list[RecordedRequest] = field(default_factory=list)
+
+
+def count_words(text: str) -> int:
+    """The replay server's token count: whitespace-separated words."""
+    return len(text.split())
+
+
+def prompt_word_count(messages: Iterable[Mapping[str, Any]]) -> int:
+    return sum(count_words(str(m.get("content") or "")) for m in messages)
+
+
+def deterministic_embedding(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
+    """A unit vector derived from the text's SHA-256: same text, same vector, on every run."""
+    raw = b""
+    counter = 0
+    while len(raw) < dim * 4:
+        raw += hashlib.sha256(f"{counter}:{text}".encode()).digest()
+        counter += 1
+    values = [v / 2**31 - 1.0 for v in struct.unpack(f">{dim}I", raw[: dim * 4])]
+    norm = math.sqrt(sum(v * v for v in values)) or 1.0
+    return [v / norm for v in values]
+
+
+class ReplayServer:
+    """Start with ``with ReplayServer(script) as server:``; point a client at ``server.url``."""
+
+    def __init__(self, script: Sequence[Step] | Mapping[str, Any] = (), *, host: str = "127.0.0.1",
+                 port: int = 0, model: str = "replay-model") -> None:
+        scripts, default = _normalise(script)
+        self._state = _State(scripts=scripts, default=default, model=model)
+        self._httpd = ThreadingHTTPServer((host, port), _Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.state = self._state  # type: ignore[attr-defined]
+        self._thread: threading.Thread | None = None
+
+    @property
+    def host(self) -> str:
+        return str(self._httpd.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The base URL an OpenAI client expects (ends in ``/v1``)."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._state.lock:
+            return list(self._state.requests)
+
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def chat_requests_for(self, script_key: str | None) -> list[RecordedRequest]:
+        """Chat requests replayed from one script (None: the default script)."""
+        return [r for r in self.chat_requests() if r.script_key == script_key]
+
+    def remaining(self, script_key: str | None = None) -> int:
+        with self._state.lock:
+            script = self._state.default if script_key is None else self._state.scripts[script_key]
+            return len(script.steps) - script.cursor
+
+    def start(self) -> ReplayServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="replay-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:  # shutdown() would wait forever if serve_forever never ran
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> ReplayServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _normalise(script: Sequence[Step] | Mapping[str, Any]) -> tuple[dict[str, _Script], _Script]:
+    if isinstance(script, Mapping):
+        unknown = set(script) - {"scripts", "default"}
+        if unknown:
+            raise ValueError(f"keyed script: unknown keys {sorted(unknown)}; expected 'scripts' and 'default'")
+        keyed = {str(k): _Script(_check_steps(v)) for k, v in (script.get("scripts") or {}).items()}
+        return keyed, _Script(_check_steps(script.get("default") or []))
+    return {}, _Script(_check_steps(script))
+
+
+def _check_steps(steps: Iterable[Step]) -> list[Step]:
+    out = list(steps)
+    for step in out:
+        if isinstance(step, str):
+            continue
+        if not isinstance(step, Mapping):
+            raise ValueError(f"script step must be a string or an object, got {step!r}")
+        fault = step.get("fault")
+        if fault is None and "text" not in step:
+            raise ValueError(f"script step needs 'text' or 'fault': {step!r}")
+        if fault not in (None, "http", "timeout", "garbage", "no_choices"):
+            raise ValueError(f"unknown fault {fault!r}")
+    return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "ReplayServer/1"
+    # Headers and body go out in two writes; with Nagle on, delayed ACKs add ~40 ms per response.
+    disable_nagle_algorithm = True
+
+    @property
+    def state(self) -> _State:
+        return self.server.state  # type: ignore[attr-defined]
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass  # quiet in tests; the request log is kept in memory instead
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._json(200, {"object": "list", "data": [{"id": self.state.model, "object": "model",
+                                                         "owned_by": "replay"}]})
+        else:
+            self._json(404, _error(f"no route for GET {self.path}", "not_found"))
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            self._json(400, _error("request body is not a JSON object", "invalid_request_error"))
+            return
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/chat/completions"):
+            self._chat(path, body)
+        elif path.endswith("/embeddings"):
+            self._record(path, body, None, None)
+            self._embeddings(body)
+        else:
+            self._json(404, _error(f"no route for POST {self.path}", "not_found"))
+
+    def _record(self, path: str, body: dict[str, Any], key: str | None, index: int | None) -> None:
+        with self.state.lock:
+            self.state.requests.append(RecordedRequest(path, body, key, index, time.time(), self._headers()))
+
+    def _headers(self) -> dict[str, str]:
+        return {k.lower(): v for k, v in self.headers.items()}
+
+    def _chat(self, path: str, body: dict[str, Any]) -> None:
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        state = self.state
+        with state.lock:
+            key = _match_key(state.scripts, messages)
+            script = state.default if key is None else state.scripts[key]
+            if script.cursor < len(script.steps):
+                index: int | None = script.cursor
+                step: Step | None = script.steps[script.cursor]
+                script.cursor += 1
+            else:
+                index, step = None, None
+            state.requests.append(RecordedRequest(path, body, key, index, time.time(), self._headers()))
+        if step is None:
+            self._json(400, _error(f"replay script exhausted (script {key!r})", "invalid_request_error"))
+            return
+        spec: Mapping[str, Any] = {"text": step} if isinstance(step, str) else step
+        delay_ms = spec.get("latency_ms", spec.get("delay_ms", 0)) or 0
+        if delay_ms:
+            time.sleep(float(delay_ms) / 1000)
+        fault = spec.get("fault")
+        if fault == "http":
+            status = int(spec.get("status", 500))
+            headers = {"Retry-After": str(spec["retry_after"])} if "retry_after" in spec else {}
+            self._json(status, _error(str(spec.get("message", f"scripted HTTP {status}")), "server_error"),
+                       headers)
+        elif fault == "garbage":
+            self._send(200, str(spec.get("body", "<html>502 Bad Gateway</html>")).encode(), "text/html")
+        elif fault == "no_choices":
+            self._json(200, {"id": "replay", "object": "chat.completion", "model": self._model(body),
+                             "choices": []})
+        else:
+            # "timeout" steps reach here only when the client waited longer than the delay.
+            self._completion(body, messages, str(spec.get("text", "")), spec)
+
+    def _completion(self, body: dict[str, Any], messages: list[dict[str, Any]], text: str,
+                    spec: Mapping[str, Any]) -> None:
+        stop = body.get("stop")
+        stops = [stop] if isinstance(stop, str) else [s for s in stop or [] if isinstance(s, str) and s]
+        finish = "stop"
+        cut = min((p for p in (text.find(s) for s in stops) if p != -1), default=-1)
+        if cut != -1:
+            text = text[:cut]
+        payload: dict[str, Any] = {
+            "id": f"replay-{time.monotonic_ns()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self._model(body),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": spec.get("finish_reason", finish)}],
+        }
+        if "usage" in spec:
+            if spec["usage"] is not None:
+                payload["usage"] = dict(spec["usage"])
+        else:
+            prompt = prompt_word_count(messages)
+            completion = count_words(text)
+            payload["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                "total_tokens": prompt + completion}
+        self._json(200, payload)
+
+    def _embeddings(self, body: dict[str, Any]) -> None:
+        inputs = body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else [str(t) for t in inputs or []]
+        data = [{"object": "embedding", "index": i, "embedding": deterministic_embedding(t)}
+                for i, t in enumerate(texts)]
+        words = sum(count_words(t) for t in texts)
+        self._json(200, {"object": "list", "data": data, "model": self._model(body),
+                         "usage": {"prompt_tokens": words, "total_tokens": words}})
+
+    def _model(self, body: dict[str, Any]) -> str:
+        model = body.get("model")
+        return model if isinstance(model, str) and model else self.state.model
+
+    def _json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+        self._send(status, json.dumps(payload).encode(), "application/json", headers)
+
+    def _send(self, status: int, data: bytes, content_type: str, headers: Mapping[str, str] | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a scripted timeout): nothing to answer
+
+
+def _match_key(scripts: Mapping[str, _Script], messages: list[dict[str, Any]]) -> str | None:
+    texts = [str(m.get("content") or "") for m in messages if m.get("role") != "system"]
+    best: str | None = None
+    for key in scripts:
+        if (best is None or len(key) > len(best)) and any(key in t for t in texts):
+            best = key
+    return best
+
+
+def _error(message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": None}}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Replay scripted chat completions over an OpenAI-compatible API.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--script", required=True, help="JSON file: a list of steps or {scripts, default}")
+    parser.add_argument("--model", default="replay-model")
+    ns = parser.parse_args(argv)
+    with open(ns.script, encoding="utf-8") as fh:
+        script = json.load(fh)
+    server = ReplayServer(script, host=ns.host, port=ns.port, model=ns.model)
+    print(f"replay server on {server.url} (Ctrl-C to stop)", flush=True)
+    try:
+        server._httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server._httpd.server_close()
+        print(f"served {len(server.requests)} requests", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
