@@ -1,0 +1,210 @@
+"""Prediction file parsers and gold loaders for Spider and BIRD.
+
+Parsers never give up on a whole file for one bad entry: the entry becomes a
+prediction without SQL (scored as a prediction error) and a ``ParseIssue``
+with its line number, and the rest is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from .records import EvalItem, GoldItem, ParseIssue, Prediction, PredictionSet
+
+BIRD_SEPARATOR = "\t----- bird -----\t"
+_DB_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def _read(source: str | Path) -> str:
+    return Path(source).read_text(encoding="utf-8", errors="replace")
+
+
+# --- Spider text format ---------------------------------------------------------
+
+
+def parse_spider_predictions(text: str, *, blank_lines: str = "skip") -> PredictionSet:
+    """One SQL per line, optionally followed by a tab and the db_id.
+
+    ``blank_lines="skip"`` treats empty lines as the official script does (they
+    separate SParC/CoSQL interactions and are not questions); ``"keep"`` makes
+    each one an empty prediction, for files where a model may return nothing.
+    """
+    if blank_lines not in ("skip", "keep"):
+        raise ValueError("blank_lines must be 'skip' or 'keep'")
+    predictions: list[Prediction] = []
+    issues: list[ParseIssue] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        # Not strip(): a leading tab means the SQL is missing, not that the db_id is the SQL.
+        line = raw.rstrip().lstrip(" ")
+        index = len(predictions)
+        if not line:
+            if blank_lines == "keep":
+                predictions.append(Prediction(index, None, None, lineno))
+                issues.append(ParseIssue(lineno, "empty prediction"))
+            continue
+        if "\x00" in line:
+            predictions.append(Prediction(index, None, None, lineno))
+            issues.append(ParseIssue(lineno, "NUL byte in the line"))
+            continue
+        fields = line.split("\t")
+        sql = fields[0].strip()
+        db_id = fields[1].strip() if len(fields) > 1 else None
+        if len(fields) > 2:
+            issues.append(ParseIssue(lineno, f"expected 'SQL<TAB>db_id', found {len(fields)} tab-separated fields"))
+            predictions.append(Prediction(index, None, None, lineno))
+        elif db_id is not None and not _DB_ID.match(db_id):
+            issues.append(ParseIssue(lineno, f"not a db_id after the tab: {db_id[:40]!r}"))
+            predictions.append(Prediction(index, None, None, lineno))
+        elif not sql:
+            issues.append(ParseIssue(lineno, "no SQL before the tab"))
+            predictions.append(Prediction(index, None, db_id, lineno))
+        else:
+            predictions.append(Prediction(index, sql, db_id, lineno))
+    return PredictionSet(tuple(predictions), tuple(issues))
+
+
+def load_spider_predictions(path: str | Path, *, blank_lines: str = "skip") -> PredictionSet:
+    return parse_spider_predictions(_read(path), blank_lines=blank_lines)
+
+
+# --- BIRD JSON format -------------------------------------------------------------
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def parse_bird_predictions(text: str) -> PredictionSet:
+    """``{"0": "SQL\\t----- bird -----\\tdb_id", ...}``; keys are question indices.
+
+    Read entry by entry (not with one ``json.loads``) so that each entry keeps
+    its line number and a syntax error loses only the entry it is in.
+    """
+    decoder = json.JSONDecoder()
+    found: dict[int, Prediction] = {}
+    issues: list[ParseIssue] = []
+
+    def line_of(pos: int) -> int:
+        return text.count("\n", 0, pos) + 1
+
+    pos = _skip_ws(text, 0)
+    if not text.startswith("{", pos):
+        return PredictionSet((), (ParseIssue(line_of(pos), "expected a JSON object"),))
+    pos += 1
+    while True:
+        pos = _skip_ws(text, pos)
+        if pos >= len(text):
+            issues.append(ParseIssue(line_of(pos), "unexpected end of file (missing '}')"))
+            break
+        if text[pos] == "}":
+            break
+        if text[pos] == ",":
+            pos += 1
+            continue
+        start = pos
+        try:
+            key, pos = decoder.raw_decode(text, pos)
+            pos = _skip_ws(text, pos)
+            if not text.startswith(":", pos):
+                raise ValueError("expected ':' after the key")
+            pos = _skip_ws(text, pos + 1)
+            value_pos = pos
+            value, pos = decoder.raw_decode(text, pos)
+        except ValueError as exc:
+            issues.append(ParseIssue(line_of(start), f"invalid JSON entry ({str(exc).split(':')[0]})"))
+            # resynchronise on the next line: entries are usually one per line
+            nxt = text.find("\n", start)
+            if nxt < 0:
+                break
+            pos = nxt + 1
+            continue
+        lineno = line_of(value_pos)
+        if not isinstance(key, str) or not key.strip().isdigit():
+            issues.append(ParseIssue(lineno, f"key {key!r} is not a question index"))
+            continue
+        index = int(key)
+        if index in found:
+            issues.append(ParseIssue(lineno, f"duplicate key {key!r}: the later entry is kept"))
+        if not isinstance(value, str):
+            issues.append(ParseIssue(lineno, f"value for {key!r} is not a string"))
+            found[index] = Prediction(index, None, None, lineno)
+            continue
+        if BIRD_SEPARATOR in value:
+            sql, _, db_id = value.partition(BIRD_SEPARATOR)
+            found[index] = Prediction(index, sql.strip(), db_id.strip() or None, lineno)
+        else:
+            issues.append(ParseIssue(lineno, "no '----- bird -----' separator: db_id unknown"))
+            found[index] = Prediction(index, value.strip(), None, lineno)
+    return PredictionSet(tuple(found[i] for i in sorted(found)), tuple(issues))
+
+
+def load_bird_predictions(path: str | Path) -> PredictionSet:
+    return parse_bird_predictions(_read(path))
+
+
+# --- gold -------------------------------------------------------------------------
+
+
+def load_spider_gold_sql(path: str | Path) -> list[GoldItem]:
+    """``dev_gold.sql``: ``SQL<TAB>db_id`` per line; blank lines separate interactions."""
+    items: list[GoldItem] = []
+    for lineno, raw in enumerate(_read(path).splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        sql, sep, db_id = line.rpartition("\t")
+        if not sep or not sql.strip():
+            raise ValueError(f"{path}: line {lineno}: expected 'SQL<TAB>db_id'")
+        items.append(GoldItem(index=len(items), db_id=db_id.strip(), sql=sql.strip()))
+    return items
+
+
+def load_spider_dev(path: str | Path) -> list[GoldItem]:
+    """Spider's ``dev.json`` (question, query, db_id per entry)."""
+    data = json.loads(_read(path))
+    return [GoldItem(index=i, db_id=e["db_id"], sql=e["query"].strip(), question=e.get("question", ""))
+            for i, e in enumerate(data)]
+
+
+def load_bird_dev(path: str | Path) -> list[GoldItem]:
+    """BIRD ``dev.json`` (a list) or mini-dev ``.jsonl`` (one object a line), with evidence and difficulty."""
+    text = _read(path)
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        entries = json.loads(text)
+    else:
+        entries = [json.loads(line) for line in text.splitlines() if line.strip()]
+    items = []
+    for i, e in enumerate(entries):
+        sql = e.get("SQL", e.get("query", ""))
+        items.append(GoldItem(index=i, db_id=e["db_id"], sql=sql.strip(), question=e.get("question", ""),
+                              evidence=e.get("evidence", ""), difficulty=e.get("difficulty")))
+    return items
+
+
+# --- pairing ------------------------------------------------------------------------
+
+
+def pair_items(gold: Sequence[GoldItem], predictions: PredictionSet) -> tuple[list[EvalItem], list[ParseIssue]]:
+    """Match predictions to gold questions by index; say what is missing, extra or on the wrong db."""
+    by_index = predictions.by_index()
+    items: list[EvalItem] = []
+    issues: list[ParseIssue] = []
+    for g in gold:
+        p = by_index.get(g.index)
+        if p is None:
+            items.append(EvalItem(g.index, g.db_id, g.sql, None, g.difficulty, "no prediction for this question"))
+            continue
+        note = "" if p.sql is not None else f"unusable prediction (line {p.line})"
+        if p.db_id is not None and p.db_id != g.db_id:
+            issues.append(ParseIssue(p.line, f"prediction {g.index} names db {p.db_id!r}, gold is on {g.db_id!r}"))
+        items.append(EvalItem(g.index, g.db_id, g.sql, p.sql, g.difficulty, note))
+    extra = [p for p in predictions.predictions if p.index >= len(gold)]
+    if extra:
+        issues.append(ParseIssue(extra[0].line, f"{len(extra)} predictions beyond the {len(gold)} gold questions"))
+    return items, issues
