@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent browsers clean
+.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,24 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+# Measurements (see BENCHMARKS.md). Each prints its figures; none is part of `make test`.
+bench: bench-tools bench-agent bench-eval
+
+bench-tools: $(STAMP)
+	$(PY) -m benchmarks.tools.bench
+
+eval-tools: $(STAMP)
+	$(PY) -m benchmarks.tools.eval_quality
+
+bench-agent: $(STAMP)
+	$(PY) -m benchmarks.agent.bench
+
+bench-eval: $(STAMP)
+	$(PY) -m benchmarks.eval.bench --repeats 3
+
+check-eval: $(STAMP)
+	$(PY) -m benchmarks.eval.check_official
 
 clean:
 	rm -rf $(VENV) var

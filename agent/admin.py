@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from agent.models import Database
+from agent.models import AgentSession, Database, LLMEndpoint, Turn
 
 
 @admin.register(Database)
@@ -29,3 +29,34 @@ class DatabaseAdmin(admin.ModelAdmin):
         from agent.tasks import refresh_database
 
         transaction.on_commit(lambda: refresh_database.delay(obj.pk))
+
+
+@admin.register(LLMEndpoint)
+class LLMEndpointAdmin(admin.ModelAdmin):
+    list_display = ("name", "model", "base_url", "api_key_env", "is_default", "max_concurrency")
+    list_filter = ("is_default",)
+
+
+class TurnInline(admin.TabularInline):
+    model = Turn
+    extra = 0
+    can_delete = False
+    fields = ("index", "kind", "tool", "action", "tool_ok", "prompt_tokens", "completion_tokens", "error")
+    readonly_fields = fields
+    show_change_link = True
+
+
+@admin.register(AgentSession)
+class AgentSessionAdmin(admin.ModelAdmin):
+    list_display = ("id", "question", "database", "strategy", "status", "rounds", "created_by", "created_at")
+    list_filter = ("status", "strategy", "database")
+    search_fields = ("question", "final_sql")
+    readonly_fields = ("lease", "attempts", "heartbeat_at", "started_at", "finished_at", "created_at")
+    inlines = [TurnInline]
+
+
+@admin.register(Turn)
+class TurnAdmin(admin.ModelAdmin):
+    list_display = ("session", "index", "kind", "tool", "tool_ok", "prompt_tokens", "completion_tokens")
+    list_filter = ("kind", "tool", "tool_ok")
+    raw_id_fields = ("session",)

@@ -7,11 +7,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent import services
-from agent.models import Database
+from agent import selectors, services
+from agent.models import AgentSession, Database, Turn
+from agent.services import sessions as session_services
 
 
 class DatabaseSerializer(serializers.ModelSerializer):
@@ -65,3 +67,82 @@ class DatabaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
         """Tables, columns, keys, row counts and column statistics, as stored at the last introspection."""
         database = self.get_object()
         return Response({"name": database.name, "status": database.status, "schema": database.schema})
+
+
+class TurnSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Turn
+        fields = ["index", "kind", "completion", "thought", "action", "tool", "args", "kwargs", "observation",
+                  "tool_ok", "sql", "result", "prompt_tokens", "completion_tokens", "cost", "llm_latency_ms",
+                  "tool_latency_ms", "llm_attempts", "model", "finish_reason", "error", "created_at"]
+        read_only_fields = fields
+
+
+class SessionSerializer(serializers.ModelSerializer):
+    database = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    created_by = serializers.StringRelatedField()
+
+    class Meta:
+        model = AgentSession
+        fields = ["id", "database", "question", "evidence", "strategy", "config", "status", "final_sql", "result",
+                  "error", "rounds", "tool_calls", "prompt_tokens", "completion_tokens", "cost", "llm_latency_ms",
+                  "tool_latency_ms", "elapsed_ms", "cancel_requested", "attempts", "created_by", "created_at",
+                  "started_at", "finished_at"]
+        read_only_fields = fields
+
+
+class SessionDetailSerializer(SessionSerializer):
+    turns = TurnSerializer(many=True, read_only=True)
+
+    class Meta(SessionSerializer.Meta):
+        fields = [*SessionSerializer.Meta.fields, "turns"]
+        read_only_fields = fields
+
+
+class SessionCreateSerializer(serializers.Serializer):
+    database = serializers.SlugRelatedField(slug_field="name", queryset=Database.objects.all())
+    question = serializers.CharField(max_length=4000)
+    evidence = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
+    strategy = serializers.CharField(required=False, default="interactive_t2s")
+    options = serializers.DictField(required=False, default=dict,
+                                    help_text="Strategy config overrides, e.g. {\"max_rounds\": 8, "
+                                    "\"enabled_tools\": [\"SearchColumn\", \"ExecuteSQL\"]}.")
+
+
+class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                     viewsets.GenericViewSet):
+    """Agent sessions: create one (it runs on a worker), follow its turns, cancel it."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    def get_queryset(self):
+        params = self.request.query_params
+        database = Database.objects.filter(name=params["database"]).first() if params.get("database") else None
+        if params.get("database") and database is None:
+            return AgentSession.objects.none()
+        qs = selectors.session_list(database=database, status=params.get("status"), q=params.get("q"))
+        if self.action == "retrieve":
+            qs = qs.prefetch_related("turns")
+        return qs
+
+    def get_serializer_class(self):
+        return SessionDetailSerializer if self.action == "retrieve" else SessionSerializer
+
+    @extend_schema(request=SessionCreateSerializer, responses={201: SessionSerializer})
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        incoming = SessionCreateSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        try:
+            session = session_services.session_create(user=request.user, **incoming.validated_data)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from None
+        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: SessionSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        session = self.get_object()
+        if session.created_by_id not in (None, request.user.pk) and not request.user.is_staff:
+            raise PermissionDenied("Only the person who asked, or staff, can cancel this session.")
+        session = session_services.session_cancel(session=session)
+        return Response(SessionSerializer(session).data)

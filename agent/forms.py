@@ -1,6 +1,21 @@
+from dataclasses import fields
+
 from django import forms
 
-from agent.models import Database, name_validator
+from agent.models import AgentSession, Database, name_validator
+from agent.strategies import STRATEGIES
+from agent.tools import TOOL_NAMES
+
+STRATEGY_LABELS = {
+    "interactive_t2s": "Interactive-T2S (ReAct agent with tools)",
+    "dart_sql": "DART-SQL (question rewriting + execution-guided refinement)",
+    "scl_sql": "SCL-SQL (self-contrastive loop)",
+    "hdsp": "HDSP (step-by-step prompt + SQL quality feedback)",
+}
+
+
+def strategy_choices() -> list[tuple[str, str]]:
+    return [(name, STRATEGY_LABELS.get(name, name)) for name in STRATEGIES]
 
 
 class DatabaseRegisterForm(forms.Form):
@@ -19,3 +34,33 @@ class DatabaseRegisterForm(forms.Form):
         if Database.objects.filter(name=name).exists():
             raise forms.ValidationError("A database with this name is already registered.")
         return name
+
+
+class AskForm(forms.Form):
+    database = forms.ModelChoiceField(queryset=Database.objects.ready(), to_field_name="name", empty_label=None)
+    question = forms.CharField(max_length=4000, widget=forms.Textarea(
+        attrs={"rows": 3, "placeholder": "e.g. Which five artists have the most tracks in the Rock genre?",
+               "autofocus": True}))
+    evidence = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 1}),
+                               help_text="Optional hint or external knowledge (as in BIRD).")
+    strategy = forms.ChoiceField(choices=strategy_choices)
+    max_rounds = forms.IntegerField(min_value=1, max_value=30, initial=12)
+    temperature = forms.FloatField(min_value=0, max_value=2, initial=0.7)
+    tools = forms.MultipleChoiceField(choices=[(t, t) for t in TOOL_NAMES], initial=list(TOOL_NAMES),
+                                      widget=forms.CheckboxSelectMultiple,
+                                      help_text="Switch tools off for ablations (the paper's run without FindShortestPath).")
+
+    def options(self) -> dict:
+        """The form's knobs that the chosen strategy's config has (the others keep the paper's defaults)."""
+        wanted = {"max_rounds": self.cleaned_data["max_rounds"], "temperature": self.cleaned_data["temperature"],
+                  "enabled_tools": list(self.cleaned_data["tools"])}
+        known = {f.name for f in fields(STRATEGIES[self.cleaned_data["strategy"]].config_class)}
+        return {k: v for k, v in wanted.items() if k in known}
+
+
+class SessionFilterForm(forms.Form):
+    database = forms.ModelChoiceField(queryset=Database.objects.all(), to_field_name="name", required=False)
+    status = forms.ChoiceField(choices=[("", "Any status"), *AgentSession.Status.choices], required=False)
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    q = forms.CharField(required=False, label="Question contains")

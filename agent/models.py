@@ -102,3 +102,156 @@ class Database(models.Model):
 
     def schema_info(self) -> SchemaInfo | None:
         return SchemaInfo.from_dict(self.schema) if self.schema else None
+
+
+class LLMEndpoint(models.Model):
+    """An OpenAI-compatible endpoint. The API key is never stored: only the name of the variable holding it."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[name_validator])
+    base_url = models.URLField(max_length=500, blank=True, help_text="Empty: api.openai.com.")
+    model = models.CharField(max_length=200)
+    api_key_env = models.CharField(
+        max_length=100, default="OPENAI_API_KEY", blank=True,
+        help_text="Name of the environment variable that holds the key (the key itself is never stored).")
+    input_price_per_mtok = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True,
+                                               help_text="USD per million prompt tokens; empty: cost unknown.")
+    output_price_per_mtok = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    max_concurrency = models.PositiveIntegerField(default=8, help_text="Concurrent calls allowed from runs.")
+    is_default = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["is_default"], condition=models.Q(is_default=True),
+                                    name="one_default_llm_endpoint"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.model})"
+
+
+class AgentSessionQuerySet(models.QuerySet):
+    def active(self) -> AgentSessionQuerySet:
+        return self.filter(status__in=AgentSession.ACTIVE)
+
+
+class AgentSession(models.Model):
+    """One question answered by one strategy on one database; its turns are stored as they happen."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        ANSWERED = "answered", "Answered"
+        GAVE_UP = "gave_up", "Gave up"
+        MAX_ROUNDS = "max_rounds", "Max rounds reached"
+        TOKEN_LIMIT = "token_limit", "Token limit reached"
+        LLM_ERROR = "llm_error", "LLM error"
+        CANCELLED = "cancelled", "Cancelled"
+        FAILED = "failed", "Failed"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+    database = models.ForeignKey(Database, on_delete=models.PROTECT, related_name="sessions")
+    question = models.TextField()
+    evidence = models.TextField(blank=True)
+    strategy = models.CharField(max_length=50, default="interactive_t2s")
+    config = models.JSONField(default=dict, help_text="Snapshot: strategy config, LLM, exemplar set version, tools.")
+    llm_endpoint = models.ForeignKey(LLMEndpoint, null=True, blank=True, on_delete=models.SET_NULL)
+    created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="agent_sessions")
+
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    final_sql = models.TextField(blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    rounds = models.PositiveIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost = models.FloatField(null=True, blank=True)
+    llm_latency_ms = models.FloatField(default=0)
+    tool_latency_ms = models.FloatField(default=0)
+    elapsed_ms = models.FloatField(null=True, blank=True)
+
+    cancel_requested = models.BooleanField(default=False)
+    lease = models.CharField(max_length=64, blank=True, help_text="Token of the worker currently running it.")
+    attempts = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AgentSessionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["database", "-created_at"]),
+            models.Index(fields=["status", "heartbeat_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.question[:60]}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("session_detail", args=[self.pk])
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class TurnQuerySet(models.QuerySet):
+    def for_session(self, session: AgentSession) -> TurnQuerySet:
+        return self.filter(session=session).order_by("index")
+
+
+class Turn(models.Model):
+    """One step of a session, committed as soon as it happens.
+
+    ``prompt`` holds only the messages this turn's LLM call added to the previous
+    turn's prompt (a ReAct prompt grows by one exchange per round), so a long
+    session does not store its system prompt a dozen times; ``full_messages``
+    rebuilds the exact prompt.
+    """
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="turns")
+    index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=30, default="react")
+    prompt = models.JSONField(default=list, blank=True)
+    prompt_prefix_len = models.PositiveIntegerField(default=0, help_text="Messages reused from the previous turn.")
+    completion = models.TextField(null=True, blank=True)  # noqa: DJ001 (None: the LLM call failed)
+    thought = models.TextField(blank=True)
+    action = models.TextField(blank=True)
+    tool = models.CharField(max_length=50, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    kwargs = models.JSONField(default=dict, blank=True)
+    observation = models.TextField(null=True, blank=True)  # noqa: DJ001 (None: no action ran)
+    tool_ok = models.BooleanField(null=True)
+    sql = models.TextField(blank=True)
+    result = models.JSONField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost = models.FloatField(null=True, blank=True)
+    llm_latency_ms = models.FloatField(null=True, blank=True)
+    tool_latency_ms = models.FloatField(null=True, blank=True)
+    llm_attempts = models.PositiveIntegerField(default=0)
+    model = models.CharField(max_length=200, blank=True)
+    finish_reason = models.CharField(max_length=50, blank=True)
+    error = models.TextField(blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TurnQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["session", "index"]
+        constraints = [models.UniqueConstraint(fields=["session", "index"], name="unique_turn_index")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.index} {self.tool or self.kind}"

@@ -17,7 +17,44 @@ def database_table(*, database: Database, table: str) -> TableInfo | None:
     return schema.table(table) if schema else None
 
 
+def index_rows(*, database: Database) -> list[tuple[str, int | None, float | None]]:
+    """(index name, size in bytes, build seconds) from the stored manifest, plus the total."""
+    manifest = database.index_manifest or {}
+    sizes, seconds = manifest.get("sizes", {}), manifest.get("build_seconds", {})
+    names = [n for n in dict.fromkeys([*sizes, *seconds]) if n != "total"]
+    rows = [(n, sizes.get(n), seconds.get(n)) for n in names]
+    if manifest:
+        rows.append(("total", sum(sizes.values()) or None, seconds.get("total")))
+    return rows
+
+
 def table_preview(*, database: Database, table: TableInfo, rows: int = 10) -> QueryResult:
     """The first rows of one table, through the read-only connector (internal names, quoted)."""
     with open_connector(database, limits=Limits(timeout_s=5, max_rows=rows, count_cap=0)) as conn:
         return conn.execute(f"SELECT * FROM {conn.quote_table(table.name)} LIMIT {int(rows)}")
+
+
+def session_list(*, database=None, status: str | None = None, since=None, until=None, q: str | None = None,
+                 user=None):
+    from agent.models import AgentSession
+
+    qs = AgentSession.objects.select_related("database", "created_by")
+    if database is not None:
+        qs = qs.filter(database=database)
+    if status:
+        qs = qs.filter(status=status)
+    if since:
+        qs = qs.filter(created_at__date__gte=since)
+    if until:
+        qs = qs.filter(created_at__date__lte=until)
+    if q:
+        qs = qs.filter(question__icontains=q)
+    if user is not None:
+        qs = qs.filter(created_by=user)
+    return qs
+
+
+def session_turns(*, session):
+    from agent.models import Turn
+
+    return Turn.objects.for_session(session).defer("prompt")

@@ -4,6 +4,11 @@ from agent import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("ask/", views.ask, name="ask"),
+    path("sessions/", views.session_list, name="session_list"),
+    path("sessions/<int:pk>/", views.session_detail, name="session_detail"),
+    path("sessions/<int:pk>/cancel/", views.session_cancel, name="session_cancel"),
+    path("tools/", views.tool_console, name="tool_console"),
     path("databases/", views.database_list, name="database_list"),
     path("databases/register/", views.database_register, name="database_register"),
     path("databases/<str:name>/", views.database_detail, name="database_detail"),

@@ -4,10 +4,11 @@ from django.urls import include, path
 from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
-from agent.api import DatabaseViewSet
+from agent.api import DatabaseViewSet, SessionViewSet
 
 router = DefaultRouter()
 router.register("databases", DatabaseViewSet, basename="database")
+router.register("sessions", SessionViewSet, basename="session")
 
 urlpatterns = [
     path("token/", obtain_auth_token, name="api_token"),

@@ -98,6 +98,9 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not memory, so that a Celery worker started by a test sees the test database;
+    # one per test process, so two test runs in the same tree do not share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-app-{os.getpid()}.sqlite3")}
     # Web server and worker write concurrently: WAL and a busy timeout avoid "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
@@ -168,6 +171,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", "1800"))
 CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 60
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "recover-stale-sessions": {"task": "agent.tasks.recover_stale_sessions", "schedule": 60.0},
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Longer than the longest task, or an unacknowledged task is redelivered while still running.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
@@ -182,6 +189,11 @@ T2S = {
     "LLM_BASE_URL": os.environ.get("OPENAI_BASE_URL", ""),
     "LLM_API_KEY_ENV": "OPENAI_API_KEY",
     "LLM_MODEL": os.environ.get("T2S_LLM_MODEL", ""),
+    # Celery's threads pool has no time limits: sessions enforce their own wall-clock limit.
+    "SESSION_MAX_SECONDS": int(os.environ.get("T2S_SESSION_MAX_SECONDS", "900")),
+    # A running session's worker touches it every HEARTBEAT_S; silent for STALE_AFTER_S means the worker died.
+    "SESSION_HEARTBEAT_S": float(os.environ.get("T2S_SESSION_HEARTBEAT_S", "10")),
+    "SESSION_STALE_AFTER_S": float(os.environ.get("T2S_SESSION_STALE_AFTER_S", "90")),
 }
 
 LOGGING = {
@@ -189,5 +201,5 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {"django.db.backends": {"level": "INFO"}, "httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
 }

@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+# Browser fixtures (one session-wide Chromium) are registered once, here, for every test module.
+pytest_plugins = ["tests.browser"]
+
 DEMO_DB = Path(settings.T2S["DEMO_DATABASE"])
 SHARED_DIR = Path(settings.T2S["SHARED_DIR"])
 PG_ADMIN_DSN = os.environ.get("T2S_TEST_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -101,3 +104,44 @@ def demo_database(db):
     from agent import services
 
     return services.database_register(name="chinook", location=str(DEMO_DB), is_demo=True, refresh="sync")
+
+
+@pytest.fixture(autouse=True)
+def isolated_index_dir(settings, tmp_path_factory):
+    """Each test builds tool indexes in its own directory (index dirs are keyed by database id)."""
+    settings.T2S = {**settings.T2S, "INDEX_DIR": tmp_path_factory.mktemp("indexes")}
+
+
+@pytest.fixture
+def replay_llm(settings):
+    """Start a replay LLM server and point the app at it; call with a script, get the server."""
+    from tests.support.replay_server import ReplayServer
+
+    servers = []
+
+    def start(script, **kwargs) -> ReplayServer:
+        server = ReplayServer(script, **kwargs).start()
+        servers.append(server)
+        settings.T2S = {**settings.T2S, "LLM_BASE_URL": server.url, "LLM_MODEL": "replay-model"}
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+SPIDER_DIR = SHARED_DIR / "data" / "spider_dev"
+
+
+@pytest.fixture
+def spider_database(db):
+    """A Spider dev database registered under its db_id, with its indexes built."""
+    from agent import services
+
+    def register(db_id: str):
+        path = SPIDER_DIR / "database" / db_id / f"{db_id}.sqlite"
+        if not path.exists():
+            pytest.skip(f"Spider dev data not found at {path}")
+        return services.database_register(name=db_id, location=str(path), refresh="sync")
+
+    return register

@@ -1,4 +1,4 @@
-"""Writes for the agent app: registering and refreshing target databases."""
+"""Registering target databases, introspecting them and building their tool indexes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from agent.models import Database
 from agent.sql import Connector, Limits, SQLError, connect
+from agent.tools import BackendUnavailable, ToolBox, build_indexes, is_stale, read_manifest
 from t2s_site.conf import studio_settings
 
 logger = logging.getLogger(__name__)
@@ -74,8 +75,39 @@ def database_register(
     return database
 
 
+def index_dir_for(database: Database) -> Path:
+    return Path(studio_settings.INDEX_DIR) / f"db-{database.pk}"
+
+
+def toolbox_for(database: Database, *, connector: Connector | None = None, **options) -> ToolBox:
+    """The agent's tools on one database (the caller closes the connector, ``toolbox.connector``).
+
+    A target changed since its indexes were built is queued for a rebuild; the
+    tools keep answering from the previous build meanwhile.
+    """
+    connector = connector or open_connector(database)
+    try:
+        if database.index_status == Database.IndexStatus.READY and is_stale(read_manifest(index_dir_for(database)),
+                                                                             connector):
+            _queue_rebuild(database)
+        return ToolBox(connector, index_dir_for(database), **options)
+    except BaseException:
+        connector.close()
+        raise
+
+
+def _queue_rebuild(database: Database) -> None:
+    from agent.tasks import refresh_database
+
+    updated = Database.objects.filter(pk=database.pk, index_status=Database.IndexStatus.READY).update(
+        index_status=Database.IndexStatus.STALE)
+    if updated:
+        database.index_status = Database.IndexStatus.STALE
+        transaction.on_commit(lambda: refresh_database.delay(database.pk))
+
+
 def database_refresh(*, database: Database, force: bool = False) -> Database:
-    """Introspect the target (schema, keys, row counts, statistics) and store it.
+    """Introspect the target (schema, keys, row counts, statistics), store it, and (re)build its tool indexes.
 
     Skips the work when the target's fingerprint is unchanged, unless ``force``.
     """
@@ -102,6 +134,34 @@ def database_refresh(*, database: Database, force: bool = False) -> Database:
     database.status = Database.Status.READY
     database.status_message = ""
     database.save()
+    return database_build_indexes(database=database, schema=schema, force=force)
+
+
+def database_build_indexes(*, database: Database, schema=None, force: bool = False) -> Database:
+    """Build the tool indexes (column documents, value index, FK graph) unless they match the target."""
+    index_dir = index_dir_for(database)
+    try:
+        with open_connector(database) as conn:
+            manifest = read_manifest(index_dir)
+            if not force and manifest is not None and not is_stale(manifest, conn) \
+                    and manifest.column_backend == database.column_backend:
+                database.index_status = Database.IndexStatus.READY
+                database.index_manifest = manifest.to_dict()
+                database.index_error = ""
+                database.save(update_fields=["index_status", "index_manifest", "index_error", "updated_at"])
+                return database
+            Database.objects.filter(pk=database.pk).update(index_status=Database.IndexStatus.BUILDING)
+            manifest = build_indexes(conn, index_dir, schema=schema, column_backend=database.column_backend)
+    except (SQLError, BackendUnavailable, OSError, ValueError) as exc:
+        database.index_status = Database.IndexStatus.FAILED
+        database.index_error = f"{type(exc).__name__}: {exc}"
+        database.save(update_fields=["index_status", "index_error", "updated_at"])
+        logger.warning("index build of %s failed: %s", database.name, exc)
+        return database
+    database.index_status = Database.IndexStatus.READY
+    database.index_manifest = manifest.to_dict()
+    database.index_error = ""
+    database.save(update_fields=["index_status", "index_manifest", "index_error", "updated_at"])
     return database
 
 

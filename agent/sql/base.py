@@ -8,6 +8,7 @@ worker instead of being introspected per request.
 from __future__ import annotations
 
 import abc
+import base64
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -205,6 +206,28 @@ class QueryResult:
     @property
     def truncated(self) -> bool:
         return self.total_rows > len(self.rows) or not self.total_is_exact or self.truncated_bytes
+
+    def to_json(self, *, max_rows: int | None = None) -> dict[str, Any]:
+        """JSON-safe form for storage: bytes become base64 text, dates and decimals their string form."""
+        rows = self.rows if max_rows is None else self.rows[:max_rows]
+        return {"columns": list(self.columns), "rows": [[json_cell(v) for v in r] for r in rows],
+                "total_rows": self.total_rows, "total_is_exact": self.total_is_exact,
+                "truncated_bytes": self.truncated_bytes, "elapsed_ms": self.elapsed_ms}
+
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> QueryResult:
+        return cls(columns=tuple(d["columns"]), rows=[tuple(r) for r in d["rows"]], total_rows=int(d["total_rows"]),
+                   total_is_exact=bool(d.get("total_is_exact", True)),
+                   truncated_bytes=bool(d.get("truncated_bytes", False)), elapsed_ms=float(d.get("elapsed_ms", 0)))
+
+
+def json_cell(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "base64:" + base64.b64encode(bytes(value)).decode()
+    return str(value)
 
 
 @dataclass(frozen=True)

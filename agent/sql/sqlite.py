@@ -160,7 +160,8 @@ class SQLiteConnector(Connector):
         for row in rows:
             grouped.setdefault(row[0], []).append(row)
         fks = []
-        for _id, parts in sorted(grouped.items()):
+        # SQLite numbers foreign keys from the last declared one: reverse to get declaration order.
+        for _id, parts in sorted(grouped.items(), reverse=True):
             parts.sort(key=lambda r: r[1])
             ref_table = parts[0][2]
             to_cols = [r[4] for r in parts]

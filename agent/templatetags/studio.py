@@ -9,3 +9,11 @@ def cell(value: object) -> str:
     if isinstance(value, bytes | bytearray | memoryview):
         return f"<{len(value)} bytes>"
     return str(value)
+
+
+@register.filter
+def as_result(data):
+    """A stored result (JSON) as a QueryResult for partials/result_table.html."""
+    from agent.sql import QueryResult
+
+    return QueryResult.from_json(data) if data else None

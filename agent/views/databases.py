@@ -14,7 +14,7 @@ from agent.sql import SQLError
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return redirect("database_list")
+    return redirect("ask")
 
 
 def database_list(request: HttpRequest) -> HttpResponse:
@@ -40,7 +40,8 @@ def database_detail(request: HttpRequest, name: str) -> HttpResponse:
     database = get_object_or_404(Database, name=name)
     schema = database.schema_info()
     template = "agent/partials/database_status.html" if request.htmx else "agent/database_detail.html"
-    return render(request, template, {"database": database, "schema": schema})
+    return render(request, template, {"database": database, "schema": schema,
+                                      "index_rows": selectors.index_rows(database=database)})
 
 
 @require_POST

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
@@ -28,7 +29,8 @@ class Command(BaseCommand):
         web = [python, "-m", "gunicorn", "t2s_site.wsgi:application", "--bind", f"{host}:{port}",
                "--workers", str(web_workers), "--threads", "4", "--access-logfile", "-", "--graceful-timeout", "5"]
         worker = [python, "-m", "celery", "-A", "t2s_site", "worker", "--pool", "threads",
-                  "--concurrency", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
+                  "--concurrency", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle",
+                  "--beat", "--schedule", str(settings.CELERY_BEAT_SCHEDULE_FILENAME)]
         procs = [subprocess.Popen(worker), subprocess.Popen(web)]
         self.stdout.write(self.style.SUCCESS(f"t2s-studio is running at http://{host}:{port}/  (Ctrl-C stops it)"))
         self.stdout.flush()

@@ -1,0 +1,333 @@
+"""Agent sessions: create, run (in a Celery worker), cancel, and recover after a dead worker.
+
+Running a session is idempotent. A worker claims a session with a lease (an
+atomic UPDATE), stores each turn in its own transaction as soon as the
+strategy reports it (unique ``(session, index)``), and keeps a heartbeat
+while it runs. A re-delivered or recovered session resumes from its stored
+turns without calling the LLM again for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from agent.llm import LLMClient, LLMSettings, Message, PriceTable
+from agent.models import AgentSession, Database, LLMEndpoint, Turn
+from agent.strategies import STRATEGIES, SessionContext, TurnRecord, create_strategy
+from agent.tools import TOOL_NAMES, IndexMissing
+from t2s_site.conf import studio_settings
+
+from .databases import toolbox_for
+
+logger = logging.getLogger(__name__)
+
+MAX_QUESTION_CHARS = 4000
+MAX_ATTEMPTS = 3
+RESULT_PREVIEW_ROWS = 50
+
+
+class LeaseLost(Exception):
+    """Another worker took the session over (this one was presumed dead)."""
+
+
+# --- LLM configuration -----------------------------------------------------------------
+
+
+def default_llm_endpoint() -> LLMEndpoint | None:
+    """The endpoint marked default, else one described by the environment (not saved)."""
+    endpoint = LLMEndpoint.objects.filter(is_default=True).first()
+    if endpoint is not None:
+        return endpoint
+    model = studio_settings.LLM_MODEL
+    if not model:
+        return None
+    return LLMEndpoint(name="environment", base_url=studio_settings.LLM_BASE_URL, model=model,
+                       api_key_env=studio_settings.LLM_API_KEY_ENV)
+
+
+def llm_snapshot(endpoint: LLMEndpoint) -> dict[str, Any]:
+    prices = {}
+    if endpoint.input_price_per_mtok is not None and endpoint.output_price_per_mtok is not None:
+        prices = {endpoint.model: {"input_per_mtok": float(endpoint.input_price_per_mtok),
+                                   "output_per_mtok": float(endpoint.output_price_per_mtok)}}
+    return {"endpoint": endpoint.name, "base_url": endpoint.base_url or None, "model": endpoint.model,
+            "api_key_env": endpoint.api_key_env, "prices": prices}
+
+
+_clients: dict[tuple, LLMClient] = {}
+_clients_lock = threading.Lock()
+
+
+def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
+    """A client per endpoint, shared by the sessions of this process (building one costs ~60 ms of TLS setup)."""
+    key_env = snapshot.get("api_key_env") or ""
+    api_key = os.environ.get(key_env) if key_env else None
+    prices = snapshot.get("prices") or {}
+    cache_key = (snapshot.get("base_url"), api_key, snapshot["model"], repr(sorted(prices.items())))
+    with _clients_lock:
+        client = _clients.get(cache_key)
+        if client is None:
+            settings = LLMSettings(base_url=snapshot.get("base_url"), api_key=api_key, model=snapshot["model"],
+                                   prices=PriceTable.from_dict(prices))
+            client = _clients[cache_key] = LLMClient(settings)
+        return client
+
+
+# --- create / cancel ---------------------------------------------------------------------
+
+
+def session_create(
+    *, database: Database, question: str, evidence: str = "", strategy: str = "interactive_t2s",
+    options: Mapping[str, Any] | None = None, user=None, endpoint: LLMEndpoint | None = None,
+    enqueue: bool = True,
+) -> AgentSession:
+    """Validate, snapshot the configuration, store the session, and queue it after commit."""
+    question = (question or "").strip()
+    errors: dict[str, list[str]] = {}
+    if not question:
+        errors["question"] = ["Write a question."]
+    elif len(question) > MAX_QUESTION_CHARS:
+        errors["question"] = [f"At most {MAX_QUESTION_CHARS} characters."]
+    if database.status != Database.Status.READY:
+        errors["database"] = [f"{database.name} is not ready ({database.get_status_display()})."]
+    if strategy not in STRATEGIES:
+        errors["strategy"] = [f"Unknown strategy; choose one of {', '.join(sorted(STRATEGIES))}."]
+    endpoint = endpoint or default_llm_endpoint()
+    if endpoint is None:
+        errors["llm"] = ["No LLM endpoint is configured: set OPENAI_BASE_URL, OPENAI_API_KEY and T2S_LLM_MODEL "
+                         "(see README), or add a default endpoint in the admin."]
+    config: dict[str, Any] = {}
+    if not errors:
+        try:
+            strategy_obj = create_strategy(strategy, dict(options or {}))
+        except (TypeError, ValueError) as exc:
+            errors["options"] = [str(exc)]
+        else:
+            config = {"strategy": strategy_obj.config.to_dict(), "llm": llm_snapshot(endpoint),
+                      "exemplar_set_version": None}
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        session = AgentSession.objects.create(
+            database=database, question=question, evidence=(evidence or "").strip(), strategy=strategy,
+            config=config, llm_endpoint=endpoint if endpoint.pk else None,
+            created_by=user if user is not None and user.is_authenticated else None,
+        )
+        if enqueue:
+            session_enqueue(session=session)
+    return session
+
+
+def session_enqueue(*, session: AgentSession) -> None:
+    from agent.tasks import run_session
+
+    session_id = session.pk
+    transaction.on_commit(lambda: run_session.delay(session_id))
+
+
+def session_cancel(*, session: AgentSession) -> AgentSession:
+    """Ask a running session to stop after its current step; a queued one stops at once."""
+    now = timezone.now()
+    AgentSession.objects.filter(pk=session.pk, status=AgentSession.Status.QUEUED).update(
+        status=AgentSession.Status.CANCELLED, cancel_requested=True, finished_at=now, error="Cancelled.")
+    AgentSession.objects.filter(pk=session.pk, status=AgentSession.Status.RUNNING).update(cancel_requested=True)
+    session.refresh_from_db()
+    return session
+
+
+# --- run -----------------------------------------------------------------------------------
+
+
+def _claim(session_id: int) -> str | None:
+    """Take the lease if the session is queued, or running under a worker that stopped beating."""
+    lease = uuid.uuid4().hex
+    now = timezone.now()
+    stale = now - timedelta(seconds=studio_settings.SESSION_STALE_AFTER_S)
+    claimed = AgentSession.objects.filter(pk=session_id).filter(
+        Q(status=AgentSession.Status.QUEUED)
+        | Q(status=AgentSession.Status.RUNNING, heartbeat_at__lt=stale)
+        | Q(status=AgentSession.Status.RUNNING, heartbeat_at__isnull=True)
+    ).update(status=AgentSession.Status.RUNNING, lease=lease, heartbeat_at=now, attempts=F("attempts") + 1)
+    if not claimed:
+        return None
+    AgentSession.objects.filter(pk=session_id, started_at__isnull=True).update(started_at=now)
+    return lease
+
+
+class _Heartbeat(threading.Thread):
+    """Touches the session every few seconds so a long LLM call is not mistaken for a dead worker."""
+
+    def __init__(self, session_id: int, lease: str) -> None:
+        super().__init__(daemon=True, name=f"heartbeat-{session_id}")
+        self.session_id, self.lease = session_id, lease
+        self.stop_event = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.wait(studio_settings.SESSION_HEARTBEAT_S):
+                alive = AgentSession.objects.filter(pk=self.session_id, lease=self.lease).update(
+                    heartbeat_at=timezone.now())
+                if not alive:
+                    self.lost = True
+                    return
+        finally:
+            connection.close()
+
+
+def turn_to_record(turn: Turn, messages: list[Message]) -> TurnRecord:
+    data = {f: getattr(turn, f) for f in (
+        "index", "kind", "completion", "observation", "tool_ok", "cost", "llm_latency_ms", "tool_latency_ms",
+        "llm_attempts", "prompt_tokens", "completion_tokens", "extra", "args", "kwargs")}
+    for f in ("thought", "action", "tool", "sql", "model", "finish_reason", "error"):
+        data[f] = getattr(turn, f) or None
+    data["result"] = turn.result
+    data["messages"] = [m.to_dict() for m in messages]
+    return TurnRecord.from_dict(data)
+
+
+def session_records(session: AgentSession) -> list[TurnRecord]:
+    """The stored turns as the strategy reported them, prompts rebuilt in full."""
+    records, previous = [], []
+    for turn in Turn.objects.for_session(session):
+        messages = previous[: turn.prompt_prefix_len] + [Message.from_dict(m) for m in turn.prompt]
+        records.append(turn_to_record(turn, messages))
+        previous = messages
+    return records
+
+
+def _store_turn(session_id: int, lease: str, record: TurnRecord, previous_messages: list[Message]) -> None:
+    messages = list(record.messages)
+    prefix = len(previous_messages) if messages[: len(previous_messages)] == previous_messages else 0
+    fields = record.to_dict()
+    with transaction.atomic():
+        if not AgentSession.objects.filter(pk=session_id, lease=lease).update(heartbeat_at=timezone.now()):
+            raise LeaseLost(session_id)
+        try:
+            with transaction.atomic():
+                Turn.objects.create(
+                    session_id=session_id, index=record.index, kind=record.kind,
+                    prompt=[m.to_dict() for m in messages[prefix:]], prompt_prefix_len=prefix,
+                    completion=record.completion, thought=record.thought or "", action=record.action or "",
+                    tool=record.tool or "", args=fields["args"], kwargs=fields["kwargs"],
+                    observation=record.observation, tool_ok=record.tool_ok, sql=record.sql or "",
+                    result=fields["result"], prompt_tokens=record.prompt_tokens,
+                    completion_tokens=record.completion_tokens, cost=record.cost,
+                    llm_latency_ms=record.llm_latency_ms, tool_latency_ms=record.tool_latency_ms,
+                    llm_attempts=record.llm_attempts, model=record.model or "",
+                    finish_reason=record.finish_reason or "", error=record.error or "", extra=fields["extra"],
+                )
+        except IntegrityError:
+            # Already stored by an earlier delivery of this session: never a duplicate.
+            logger.info("turn %s of session %s already stored", record.index, session_id)
+            return
+        AgentSession.objects.filter(pk=session_id).update(
+            rounds=F("rounds") + (1 if record.completion is not None else 0),
+            tool_calls=F("tool_calls") + (1 if record.tool_latency_ms is not None else 0),
+            prompt_tokens=F("prompt_tokens") + record.prompt_tokens,
+            completion_tokens=F("completion_tokens") + record.completion_tokens,
+            llm_latency_ms=F("llm_latency_ms") + (record.llm_latency_ms or 0),
+            tool_latency_ms=F("tool_latency_ms") + (record.tool_latency_ms or 0),
+        )
+
+
+def result_preview(result) -> dict[str, Any] | None:
+    return result.to_json(max_rows=RESULT_PREVIEW_ROWS) if result is not None else None
+
+
+def session_execute(*, session_id: int) -> None:
+    """Run (or resume) one session in this process. Safe to call twice: the second call does nothing."""
+    lease = _claim(session_id)
+    if lease is None:
+        return
+    session = AgentSession.objects.select_related("database").get(pk=session_id)
+    started = time.monotonic()
+    heartbeat = _Heartbeat(session_id, lease)
+    heartbeat.start()
+    tools = None
+    try:
+        previous = session_records(session)
+        strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
+        tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", TOOL_NAMES))
+        llm = llm_client_from_snapshot(session.config["llm"])
+        ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None)
+        last_messages = list(previous[-1].messages) if previous else []
+        deadline = started + float(studio_settings.SESSION_MAX_SECONDS)
+
+        def on_turn(record: TurnRecord) -> None:
+            nonlocal last_messages
+            if heartbeat.lost:
+                raise LeaseLost(session_id)
+            _store_turn(session_id, lease, record, last_messages)
+            last_messages = list(record.messages)
+
+        def should_cancel() -> bool:
+            if time.monotonic() > deadline:
+                return True
+            return AgentSession.objects.filter(pk=session_id, cancel_requested=True).exists()
+
+        outcome = strategy.run(ctx, tools=tools, llm=llm, on_turn=on_turn, previous_turns=previous,
+                               should_cancel=should_cancel)
+        status = outcome.status.value
+        error = outcome.error or ""
+        if status == AgentSession.Status.CANCELLED and time.monotonic() > deadline:
+            status, error = AgentSession.Status.FAILED, f"Stopped at the session time limit " \
+                                                        f"({studio_settings.SESSION_MAX_SECONDS} s)."
+        cost = outcome.totals.cost
+        _finish(session_id, lease, status=status, error=error, final_sql=outcome.final_sql or "",
+                result=result_preview(outcome.result), cost=cost, started=started)
+    except LeaseLost:
+        logger.warning("session %s was taken over by another worker", session_id)
+    except IndexMissing as exc:
+        _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
+                error=f"The tool indexes of {session.database.name} are not built yet: {exc}")
+    except Exception as exc:
+        logger.exception("session %s failed", session_id)
+        _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
+                error=f"{type(exc).__name__}: {exc}")
+    finally:
+        heartbeat.stop_event.set()
+        if tools is not None:
+            tools.connector.close()
+
+
+def _finish(session_id: int, lease: str, *, status: str, error: str, started: float, final_sql: str = "",
+            result: dict | None = None, cost: float | None = None) -> None:
+    AgentSession.objects.filter(pk=session_id, lease=lease).update(
+        status=status, error=error, final_sql=final_sql, result=result,
+        cost=cost, finished_at=timezone.now(), elapsed_ms=(time.monotonic() - started) * 1000,
+        heartbeat_at=timezone.now())
+
+
+def sessions_recover_stale(*, stale_after_s: float | None = None, max_attempts: int = MAX_ATTEMPTS) -> dict:
+    """Sessions whose worker died: queue them again to resume, or fail them after too many attempts."""
+    if stale_after_s is None:
+        stale_after_s = studio_settings.SESSION_STALE_AFTER_S
+    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
+    dead = AgentSession.objects.filter(status=AgentSession.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
+    failed = dead.filter(attempts__gte=max_attempts).update(
+        status=AgentSession.Status.FAILED, finished_at=timezone.now(),
+        error=f"The worker running this session stopped {max_attempts} times; giving up.")
+    resumed = []
+    for session in dead.filter(attempts__lt=max_attempts):
+        with transaction.atomic():
+            updated = AgentSession.objects.filter(pk=session.pk, status=AgentSession.Status.RUNNING,
+                                                  lease=session.lease).update(
+                status=AgentSession.Status.QUEUED, lease="")
+            if updated:
+                session_enqueue(session=session)
+                resumed.append(session.pk)
+    return {"failed": failed, "resumed": resumed}

@@ -1,0 +1,151 @@
+"""The column index behind SearchColumn: one document per column, ranked by BM25 or embeddings.
+
+A column's document is the paper's template, "a column named {col} in table
+{table} about {description}", with identifiers split into words. BM25 needs
+no model; the column-name words count twice because a phrase names the
+column more often than its table. The template words themselves ("a column
+named ... in table") are the same in every document, so BM25 ignores them
+and only embedding backends see them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.sql import SchemaInfo
+
+from .embeddings import BackendUnavailable, Embedder, make_embedder
+from .text import split_name, stemmed_tokens
+
+COLUMNS_FILE = "columns.json"
+VECTORS_FILE = "column_vectors.npy"
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ColumnDoc:
+    table: str
+    column: str
+    type: str
+    description: str  # given by the caller (e.g. BIRD CSVs), else ""
+    statistics: str  # ColumnStats.describe(), else ""
+    primary_key: bool = False
+
+    @property
+    def text(self) -> str:
+        about = self.description or split_name(self.column)
+        return f"a column named {split_name(self.column)} in table {split_name(self.table)} about {about}"
+
+
+def column_documents(schema: SchemaInfo, descriptions: Mapping[tuple[str, str], str] | None = None) -> list[ColumnDoc]:
+    # Descriptions are matched case-insensitively: BIRD's CSV names rarely match the DDL's case.
+    desc = {(t.lower(), c.lower()): d for (t, c), d in (descriptions or {}).items() if d}
+    docs = []
+    for table in schema.tables:
+        for col in table.columns:
+            docs.append(ColumnDoc(
+                table=table.name, column=col.name, type=col.type or "",
+                description=" ".join(desc.get((table.name.lower(), col.name.lower()), "").split()),
+                statistics=col.stats.describe() if col.stats else "",
+                primary_key=col.primary_key))
+    return docs
+
+
+def write_columns(docs: list[ColumnDoc], directory: Path, embedder: Embedder | None) -> None:
+    (directory / COLUMNS_FILE).write_text(json.dumps([asdict(d) for d in docs], ensure_ascii=False), encoding="utf-8")
+    if embedder is not None:
+        vectors = embedder.embed([d.text for d in docs]) if docs else np.zeros((0, 1), dtype=np.float32)
+        np.save(directory / VECTORS_FILE, vectors.astype(np.float32))
+
+
+class BM25:
+    """Okapi BM25 over small token lists; a few hundred columns score in well under a millisecond."""
+
+    def __init__(self, documents: list[list[str]], k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self.tf = [Counter(doc) for doc in documents]
+        self.lengths = [len(doc) for doc in documents]
+        self.avg = (sum(self.lengths) / len(documents)) if documents else 0.0
+        df: Counter[str] = Counter()
+        self.postings: dict[str, list[int]] = {}
+        for i, tf in enumerate(self.tf):
+            for term in tf:
+                df[term] += 1
+                self.postings.setdefault(term, []).append(i)
+        n = len(documents)
+        self.idf = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+
+    def scores(self, query: list[str]) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for term in set(query):
+            idf = self.idf.get(term)
+            if idf is None:
+                continue
+            for i in self.postings[term]:
+                f = self.tf[i][term]
+                norm = self.k1 * (1 - self.b + self.b * self.lengths[i] / (self.avg or 1))
+                out[i] = out.get(i, 0.0) + idf * f * (self.k1 + 1) / (f + norm)
+        return out
+
+
+def bm25_tokens(doc: ColumnDoc) -> list[str]:
+    col = stemmed_tokens(doc.column)
+    return col + col + stemmed_tokens(doc.table) + stemmed_tokens(doc.description)
+
+
+class ColumnIndex:
+    def __init__(self, directory: Path, backend: str = "bm25", options: Mapping[str, Any] | None = None, *,
+                 case_sensitive: bool = False) -> None:
+        self.case_sensitive = case_sensitive  # identifiers fold case (PostgreSQL): quote capitals
+        data = json.loads((directory / COLUMNS_FILE).read_text(encoding="utf-8"))
+        self.docs = [ColumnDoc(**d) for d in data]
+        self.bm25 = BM25([bm25_tokens(d) for d in self.docs])
+        self.backend = "bm25"
+        self.vectors: np.ndarray | None = None
+        self.embedder: Embedder | None = None
+        if backend != "bm25":
+            try:
+                self.embedder = make_embedder(backend, options)
+                self.vectors = np.load(directory / VECTORS_FILE)
+                self.backend = backend
+            except (BackendUnavailable, OSError) as exc:
+                # A worker without the optional package still answers, lexically.
+                log.warning("SearchColumn falls back to BM25: %s", exc)
+
+    def search(self, phrase: str, k: int = 5) -> list[tuple[ColumnDoc, float]]:
+        return self.search_many([phrase], k)[0]
+
+    def search_many(self, phrases: list[str], k: int = 5) -> list[list[tuple[ColumnDoc, float]]]:
+        """Top-k columns per phrase; an embedding backend embeds all phrases in one call."""
+        if not self.docs:
+            return [[] for _ in phrases]
+        if self.embedder is not None and self.vectors is not None and phrases:
+            try:
+                queries = self.embedder.embed(phrases)
+            except BackendUnavailable as exc:
+                log.warning("SearchColumn falls back to BM25 for this query: %s", exc)
+            else:
+                out = []
+                for query in queries:
+                    sims = self.vectors @ query
+                    order = sorted(range(len(self.docs)), key=lambda i: (-float(sims[i]), self._key(i)))
+                    out.append([(self.docs[i], float(sims[i])) for i in order[:k]])
+                return out
+        out = []
+        for phrase in phrases:
+            scores = self.bm25.scores(stemmed_tokens(phrase))
+            order = sorted(scores, key=lambda i: (-scores[i], self._key(i)))
+            out.append([(self.docs[i], scores[i]) for i in order[:k]])
+        return out
+
+    def _key(self, i: int) -> tuple[str, str]:
+        return self.docs[i].table.lower(), self.docs[i].column.lower()

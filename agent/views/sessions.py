@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from agent import selectors
+from agent.forms import AskForm, SessionFilterForm
+from agent.models import AgentSession
+from agent.services import sessions as session_services
+
+
+def ask(request: HttpRequest) -> HttpResponse:
+    initial = {}
+    if request.GET.get("database"):
+        initial["database"] = request.GET["database"]
+    form = AskForm(request.POST or None, initial=initial)
+    endpoint = session_services.default_llm_endpoint()
+    if request.method == "POST" and form.is_valid():
+        try:
+            session = session_services.session_create(
+                database=form.cleaned_data["database"], question=form.cleaned_data["question"],
+                evidence=form.cleaned_data["evidence"], strategy=form.cleaned_data["strategy"],
+                options=form.options(), user=request.user,
+            )
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            return redirect(session)
+    recent = selectors.session_list(user=request.user)[:8]
+    return render(request, "agent/ask.html", {"form": form, "endpoint": endpoint, "recent": recent})
+
+
+def session_list(request: HttpRequest) -> HttpResponse:
+    filters = SessionFilterForm(request.GET or None)
+    criteria = filters.cleaned_data if filters.is_valid() else {}
+    qs = selectors.session_list(**{k: v for k, v in criteria.items() if v})
+    page = Paginator(qs, 30).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "agent/session_list.html", {"filters": filters, "page": page, "query": query.urlencode()})
+
+
+def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    session = get_object_or_404(AgentSession.objects.select_related("database", "created_by"), pk=pk)
+    context = {"session": session, "turns": selectors.session_turns(session=session)}
+    if request.htmx:
+        return render(request, "agent/partials/session_live.html", context)
+    return render(request, "agent/session_detail.html", context)
+
+
+@require_POST
+def session_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    session = get_object_or_404(AgentSession, pk=pk)
+    if session.created_by_id not in (None, request.user.pk) and not request.user.is_staff:
+        messages.error(request, "Only the person who asked, or staff, can cancel this session.")
+    elif session.is_active:
+        session_services.session_cancel(session=session)
+        messages.info(request, "Cancellation requested; the session stops after its current step.")
+    return redirect(session)

@@ -1,0 +1,20 @@
+// t2s-studio: small behaviours shared by all pages (no framework; htmx does the live parts).
+(function () {
+  function highlight(root) {
+    if (!window.hljs) return;
+    root.querySelectorAll("code.language-sql:not(.hljs)").forEach(function (el) { window.hljs.highlightElement(el); });
+  }
+  document.addEventListener("DOMContentLoaded", function () { highlight(document); });
+  document.addEventListener("htmx:afterSwap", function (e) { highlight(e.target); });
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest("[data-copy]");
+    if (!button) return;
+    var source = document.querySelector(button.getAttribute("data-copy"));
+    if (!source || !navigator.clipboard) return;
+    navigator.clipboard.writeText(source.innerText).then(function () {
+      var label = button.textContent;
+      button.textContent = "Copied";
+      setTimeout(function () { button.textContent = label; }, 1200);
+    });
+  });
+})();

@@ -1,0 +1,48 @@
+import sqlite3
+import time
+
+import pytest
+
+from agent import services
+from agent.models import Database
+
+pytestmark = pytest.mark.django_db
+
+
+def test_indexes_are_built_on_register_and_shown_on_the_database_page(user_client, chinook_copy):
+    db = services.database_register(name="music", location=str(chinook_copy), refresh="sync")
+    assert db.index_status == Database.IndexStatus.READY
+    assert db.index_manifest["counts"]["tables"] == 11
+    html = user_client.get(db.get_absolute_url()).content.decode()
+    assert "Tool indexes:" in html and "text cells indexed" in html and "total" in html
+
+
+def test_a_changed_target_is_marked_stale_rebuilt_and_then_searchable(chinook_copy,
+                                                                     django_capture_on_commit_callbacks):
+    db = services.database_register(name="music", location=str(chinook_copy), refresh="sync")
+    time.sleep(0.01)
+    with sqlite3.connect(chinook_copy) as conn:
+        conn.execute("INSERT INTO Artist (ArtistId, Name) VALUES (9001, 'Zzyzx Band')")
+    conn.close()
+    with django_capture_on_commit_callbacks() as callbacks:
+        toolbox = services.toolbox_for(db)
+    toolbox.connector.close()
+    db.refresh_from_db()
+    assert db.index_status == Database.IndexStatus.STALE and len(callbacks) == 1  # a rebuild is queued
+    services.database_refresh(database=db)
+    db.refresh_from_db()
+    assert db.index_status == Database.IndexStatus.READY
+    toolbox = services.toolbox_for(db)
+    try:
+        assert "Artist.Name = 'Zzyzx Band'" in toolbox.run("SearchValue", ["Zzyzx Band"]).observation
+    finally:
+        toolbox.connector.close()
+
+
+def test_index_build_failure_is_reported_on_the_database(chinook_copy, settings, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    settings.T2S = {**settings.T2S, "INDEX_DIR": blocker}
+    db = services.database_register(name="music", location=str(chinook_copy), refresh="sync")
+    assert db.status == Database.Status.READY  # the schema is fine
+    assert db.index_status == Database.IndexStatus.FAILED and db.index_error
