@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from agent import selectors, services
 from agent.models import AgentSession, Database, Turn
 from agent.services import sessions as session_services
+from annotations.models import ExemplarSetVersion
 
 
 class DatabaseSerializer(serializers.ModelSerializer):
@@ -104,9 +105,13 @@ class SessionCreateSerializer(serializers.Serializer):
     question = serializers.CharField(max_length=4000)
     evidence = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
     strategy = serializers.CharField(required=False, default="interactive_t2s")
+    exemplar_set_version = serializers.PrimaryKeyRelatedField(
+        queryset=ExemplarSetVersion.objects.all(), required=False, allow_null=True, default=None,
+        help_text="Id of a published exemplar set version (few-shot trajectories); none: zero-shot.")
     options = serializers.DictField(required=False, default=dict,
                                     help_text="Strategy config overrides, e.g. {\"max_rounds\": 8, "
                                     "\"enabled_tools\": [\"SearchColumn\", \"ExecuteSQL\"]}.")
+
 
 
 class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,

@@ -44,11 +44,22 @@ class AskForm(forms.Form):
     evidence = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 1}),
                                help_text="Optional hint or external knowledge (as in BIRD).")
     strategy = forms.ChoiceField(choices=strategy_choices)
+    exemplar_set_version = forms.ModelChoiceField(
+        queryset=None, required=False, empty_label="none (zero-shot)", label="Exemplar set",
+        help_text="Few-shot trajectories from a published set version (the paper uses 2).")
     max_rounds = forms.IntegerField(min_value=1, max_value=30, initial=12)
     temperature = forms.FloatField(min_value=0, max_value=2, initial=0.7)
     tools = forms.MultipleChoiceField(choices=[(t, t) for t in TOOL_NAMES], initial=list(TOOL_NAMES),
                                       widget=forms.CheckboxSelectMultiple,
                                       help_text="Switch tools off for ablations (the paper's run without FindShortestPath).")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        from annotations.exemplars.selectors import published_versions
+
+        self.fields["exemplar_set_version"].queryset = published_versions()
+        self.fields["exemplar_set_version"].label_from_instance = (
+            lambda v: f"{v.exemplar_set.name} v{v.number} ({len(v.exemplars)} exemplars)")
 
     def options(self) -> dict:
         """The form's knobs that the chosen strategy's config has (the others keep the paper's defaults)."""

@@ -11,5 +11,6 @@ urlpatterns = [
     path("api/", include("t2s_site.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    path("exemplars/", include("annotations.exemplars.urls")),
     path("", include("agent.urls")),
 ]

@@ -91,9 +91,13 @@ def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
 def session_create(
     *, database: Database, question: str, evidence: str = "", strategy: str = "interactive_t2s",
     options: Mapping[str, Any] | None = None, user=None, endpoint: LLMEndpoint | None = None,
-    enqueue: bool = True,
+    exemplar_set_version=None, enqueue: bool = True,
 ) -> AgentSession:
-    """Validate, snapshot the configuration, store the session, and queue it after commit."""
+    """Validate, snapshot the configuration, store the session, and queue it after commit.
+
+    ``exemplar_set_version`` (an annotations ExemplarSetVersion, immutable) supplies the few-shot
+    trajectories; the snapshot records which version, so a resumed session uses the same ones.
+    """
     question = (question or "").strip()
     errors: dict[str, list[str]] = {}
     if not question:
@@ -116,7 +120,7 @@ def session_create(
             errors["options"] = [str(exc)]
         else:
             config = {"strategy": strategy_obj.config.to_dict(), "llm": llm_snapshot(endpoint),
-                      "exemplar_set_version": None}
+                      "exemplar_set_version": _version_snapshot(exemplar_set_version)}
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
@@ -128,6 +132,24 @@ def session_create(
         if enqueue:
             session_enqueue(session=session)
     return session
+
+
+def _version_snapshot(version) -> dict[str, Any] | None:
+    if version is None:
+        return None
+    return {"id": version.pk, "set_id": version.exemplar_set_id, "set": version.exemplar_set.name,
+            "number": version.number,
+            "exemplars": len(version.exemplars)}
+
+
+def _exemplars(config: Mapping[str, Any]) -> tuple:
+    snapshot = config.get("exemplar_set_version")
+    if not snapshot:
+        return ()
+    from annotations.exemplars.selectors import exemplars_for_version
+    from annotations.models import ExemplarSetVersion
+
+    return exemplars_for_version(ExemplarSetVersion.objects.get(pk=snapshot["id"]))
 
 
 def session_enqueue(*, session: AgentSession) -> None:
@@ -262,7 +284,8 @@ def session_execute(*, session_id: int) -> None:
         strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
         tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", TOOL_NAMES))
         llm = llm_client_from_snapshot(session.config["llm"])
-        ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None)
+        ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
+                             exemplars=_exemplars(session.config))
         last_messages = list(previous[-1].messages) if previous else []
         deadline = started + float(studio_settings.SESSION_MAX_SECONDS)
 

@@ -19,22 +19,26 @@ class Command(BaseCommand):
         parser.add_argument("--evidence", default="")
         parser.add_argument("--strategy", default="interactive_t2s")
         parser.add_argument("--max-rounds", type=int)
+        parser.add_argument("--exemplars", metavar="SET[:N]",
+                            help="Few-shot exemplars from a published set (its newest version, or version N).")
         parser.add_argument("--without", action="append", default=[], choices=TOOL_NAMES, metavar="TOOL",
                             help="Switch a tool off (repeatable), e.g. --without FindShortestPath")
         parser.add_argument("--wait", action="store_true", help="Follow the session and print each turn.")
         parser.add_argument("--inline", action="store_true",
                             help="Run the session in this process instead of on a worker (implies --wait).")
 
-    def handle(self, *args, database, question, evidence, strategy, max_rounds, without, wait, inline, **options):
+    def handle(self, *args, database, question, evidence, strategy, max_rounds, exemplars, without, wait, inline,
+               **options):
         db = Database.objects.filter(name=database).first()
         if db is None:
             raise CommandError(f"No database named {database!r}.")
         opts = {"enabled_tools": [t for t in TOOL_NAMES if t not in without]}
         if max_rounds:
             opts["max_rounds"] = max_rounds
+        version = self._version(exemplars) if exemplars else None
         try:
             session = sessions.session_create(database=db, question=question, evidence=evidence, strategy=strategy,
-                                              options=opts, enqueue=not inline)
+                                              options=opts, exemplar_set_version=version, enqueue=not inline)
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
         self.stdout.write(f"Session #{session.pk} queued." if not inline else f"Session #{session.pk}.")
@@ -43,6 +47,18 @@ class Command(BaseCommand):
         if not (wait or inline):
             return
         self._follow(session.pk)
+
+    def _version(self, spec: str):
+        from annotations.models import ExemplarSetVersion
+
+        name, _, number = spec.partition(":")
+        versions = ExemplarSetVersion.objects.filter(exemplar_set__name=name).order_by("-number")
+        if number:
+            versions = versions.filter(number=int(number.lstrip("v")))
+        version = versions.first()
+        if version is None:
+            raise CommandError(f"No published version {spec!r} of an exemplar set.")
+        return version
 
     def _follow(self, session_id: int) -> None:
         shown = -1

@@ -1,0 +1,65 @@
+from django.contrib import admin
+
+from .models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
+
+
+class ExemplarStepInline(admin.TabularInline):
+    model = ExemplarStep
+    extra = 0
+    fields = ("position", "thought", "action", "observation", "ok", "stale")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Exemplar)
+class ExemplarAdmin(admin.ModelAdmin):
+    list_display = ("id", "question", "database", "source_database", "state", "author", "reviewer", "updated_at")
+    list_filter = ("state", "database")
+    search_fields = ("question", "notes", "source")
+    inlines = [ExemplarStepInline]
+
+    # View and delete only: edits go through the console, so review rules and stale marks hold.
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class VersionInline(admin.TabularInline):
+    model = ExemplarSetVersion
+    extra = 0
+    fields = ("number", "note", "source", "created_by", "created_at")
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ExemplarSet)
+class ExemplarSetAdmin(admin.ModelAdmin):
+    list_display = ("name", "created_by", "created_at")
+    inlines = [VersionInline]
+
+
+@admin.register(ExemplarSetVersion)
+class ExemplarSetVersionAdmin(admin.ModelAdmin):
+    """Read-only: versions are immutable (publish a new one from the set page)."""
+
+    list_display = ("exemplar_set", "number", "note", "created_by", "created_at")
+    readonly_fields = ("exemplar_set", "number", "tool_description", "exemplars", "content_hash", "note", "source",
+                       "created_by", "created_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -1,0 +1,62 @@
+"""Forms of the exemplar pages, and composing an action from a tool's argument fields."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django import forms
+
+from agent.models import Database
+from agent.tools import TOOL_NAMES
+from agent.views.tools import action_text
+
+STEP_TOOLS = (*TOOL_NAMES, "Done", "Raw")
+
+
+def compose_action(tool: str, data: Mapping[str, str]) -> str:
+    """The action text from the console's per-tool fields (``Raw``: the text as typed)."""
+    if tool == "Done":
+        return "Done"
+    if tool == "Raw":
+        return (data.get("action") or "").strip()
+    if tool == "SearchColumn":
+        phrases = [p.strip() for p in (data.get("phrases") or "").splitlines() if p.strip()]
+        return action_text(tool, [phrases if len(phrases) != 1 else phrases[0]], {})
+    if tool == "SearchValue":
+        kwargs = {k: data[k].strip() for k in ("table", "column") if (data.get(k) or "").strip()}
+        return action_text(tool, [(data.get("value") or "").strip()], kwargs)
+    if tool == "FindShortestPath":
+        return action_text(tool, [], {"start": (data.get("start") or "").strip(), "end": (data.get("end") or "").strip()})
+    if tool == "ExecuteSQL":
+        return action_text(tool, [(data.get("sql") or "").strip()], {})
+    raise forms.ValidationError(f"Unknown tool {tool!r}.")
+
+
+class ExemplarCreateForm(forms.Form):
+    database = forms.ModelChoiceField(queryset=Database.objects.ready(), to_field_name="name")
+    question = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
+    evidence = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class ExemplarEditForm(forms.Form):
+    question = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
+    evidence = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    tags = forms.CharField(required=False, help_text='Comma separated, e.g. "empty result, 3 joins".')
+
+
+class SetCreateForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class PreviewForm(forms.Form):
+    database = forms.ModelChoiceField(queryset=Database.objects.ready(), to_field_name="name")
+    question = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
+    evidence = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    use_evidence = forms.BooleanField(required=False, label="Send the evidence (BIRD setting)")
+    tools = forms.MultipleChoiceField(choices=[(t, t) for t in TOOL_NAMES], initial=list(TOOL_NAMES), required=False,
+                                      widget=forms.CheckboxSelectMultiple, label="Enabled tools (none: all)")
+
+    def clean_tools(self) -> list[str]:
+        return self.cleaned_data.get("tools") or list(TOOL_NAMES)

@@ -1,0 +1,437 @@
+"""Import exemplar sets: the paper authors' prompt folders ("interactive-t2s") and our JSON export.
+
+interactive-t2s layout: a dataset folder holds ``tool_desc.txt`` and one folder
+per database with ``schema.txt`` and trajectory files (``fake-01.txt``, ...).
+A trajectory file is ``Q:`` / ``Evidence:`` (one line each) / ``Thought:`` / ``Action:`` /
+``Observation:`` blocks; ``#`` lines are comments and ``-- START --`` a marker
+(both kept in the exemplar's notes). Two Spider 2.0-lite files hold only a
+question (a JSON header or a ``Q:`` line) and the reference SQL: they become
+exemplars with no steps and that SQL as final SQL; text between the question
+and the SQL is kept in the notes and reported as a warning.
+
+Choices (see the module docstring of ``services``): imported exemplars are
+approved on import, with the importing user as reviewer, because they are
+someone's published prompt; their databases are not registered here, so they
+keep the schema text of ``schema.txt`` and no database link, unless
+``--database NAME`` names a registered database to link that folder's
+exemplars to. Everything is imported in one transaction or nothing is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+
+from agent.models import Database
+from agent.strategies.parsing import ActionParseError, parse_action
+from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
+
+from . import selectors, services
+
+JSON_FORMAT = "t2s-studio/exemplar-set"
+JSON_FORMAT_VERSION = 1
+TOOL_DESC = "tool_desc.txt"
+SCHEMA_FILE = "schema.txt"
+
+_LABEL = re.compile(r"^(Q|Evidence|Thought|Action|Observation):[ \t]?(.*)$")
+_SQL_START = re.compile(r"^\s*(WITH|SELECT)\b", re.IGNORECASE)
+_MARKER = "-- START --"
+
+
+class ImportProblem(Exception):
+    """The input cannot be imported; ``problems`` are 'file:line: message' strings."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+@dataclass
+class ParsedStep:
+    thought: str
+    action: str
+    observation: str | None
+    line: int
+
+
+@dataclass
+class ParsedTrajectory:
+    path: str
+    question: str
+    evidence: str
+    steps: list[ParsedStep]
+    final_sql: str
+    comments: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def notes(self) -> str:
+        parts = []
+        if self.comments:
+            parts.append("Comments in the source file:\n" + "\n".join(self.comments))
+        if self.warnings:
+            parts.append("Import warnings:\n" + "\n".join(self.warnings))
+        return "\n\n".join(parts)
+
+
+# --- interactive-t2s trajectory files ---------------------------------------------------------
+
+
+def _json_header(lines: list[str], start: int, path: str) -> tuple[dict[str, Any], int]:
+    """A leading JSON object (Spider 2.0-lite files); returns it and the index of the next line."""
+    for end in range(start, len(lines)):
+        candidate = "\n".join(lines[start:end + 1]).rstrip().rstrip(",")
+        if not candidate.endswith("}"):
+            continue
+        try:
+            value = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value, end + 1
+    raise ImportProblem([f"{path}:{start + 1}: a JSON header starts here but never closes."])
+
+
+def parse_trajectory(text: str, *, path: str = "<text>") -> ParsedTrajectory:
+    lines = text.splitlines()
+    problems: list[str] = []
+    comments: list[str] = []
+    warnings: list[str] = []
+    meta: dict[str, Any] = {}
+    i = 0
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    if i < len(lines) and lines[i].lstrip().startswith("{"):
+        meta, i = _json_header(lines, i, path)
+
+    # blocks: [label, first line number (1-based), text lines]
+    blocks: list[list[Any]] = []
+    loose: list[tuple[int, str]] = []  # non-blank lines outside any block
+    current: list[Any] | None = None
+    for n in range(i, len(lines)):
+        line = lines[n]
+        inside_string = (current is not None and current[0] == "Action"
+                         and "\n".join(current[2]).count('"""') % 2 == 1)
+        if not inside_string:
+            if line.startswith("#"):
+                comments.append(line)
+                current = None
+                continue
+            if line.strip() == _MARKER:
+                comments.append(line.strip())
+                current = None
+                continue
+            match = _LABEL.match(line)
+            if match:
+                # Q and Evidence are one line each; the other blocks run on to the next label.
+                block = [match.group(1), n + 1, [match.group(2)]]
+                blocks.append(block)
+                current = None if match.group(1) in ("Q", "Evidence") else block
+                continue
+        if current is not None:
+            current[2].append(line)
+        elif line.strip():
+            loose.append((n + 1, line))
+
+    question = evidence = ""
+    steps: list[ParsedStep] = []
+    pending_thought: tuple[str, int] | None = None
+    for label, line_no, body_lines in blocks:
+        body = "\n".join(body_lines).strip()
+        if label == "Q":
+            if question:
+                problems.append(f"{path}:{line_no}: a second question.")
+            question = body
+        elif label == "Evidence":
+            evidence = body
+        elif label == "Thought":
+            if pending_thought is not None:
+                problems.append(f"{path}:{pending_thought[1]}: a Thought with no Action after it.")
+            pending_thought = (body, line_no)
+        elif label == "Action":
+            try:
+                parse_action(body)
+            except ActionParseError as exc:
+                problems.append(f"{path}:{line_no}: the action does not parse: {exc}")
+            steps.append(ParsedStep(pending_thought[0] if pending_thought else "", body, None, line_no))
+            pending_thought = None
+        elif label == "Observation":
+            if not steps or steps[-1].observation is not None:
+                problems.append(f"{path}:{line_no}: an Observation with no Action before it.")
+            else:
+                steps[-1].observation = body
+    if pending_thought is not None:
+        problems.append(f"{path}:{pending_thought[1]}: a Thought with no Action after it.")
+
+    question = question or str(meta.get("question") or "").strip()
+    if not evidence and meta.get("external_knowledge"):
+        evidence = str(meta["external_knowledge"]).strip()
+    if not question:
+        problems.append(f"{path}:1: no question (neither a 'Q:' line nor a JSON header with 'question').")
+
+    final_sql = ""
+    if steps:
+        for line_no, line in loose:
+            problems.append(f"{path}:{line_no}: text outside any Q/Thought/Action/Observation block: {line[:60]!r}")
+        for step in steps:
+            sql = selectors.sql_of_action(step.action)
+            if sql is not None and not (step.observation or "").lstrip().lower().startswith("error"):
+                final_sql = sql.strip()
+    else:
+        # Question + reference SQL only: the SQL starts at the first WITH/SELECT line.
+        start = next((k for k, (_, line) in enumerate(loose) if _SQL_START.match(line)), None)
+        if start is None:
+            problems.append(f"{path}: no steps and no SQL.")
+        else:
+            for line_no, line in loose[:start]:
+                warnings.append(f"{path}:{line_no}: unlabelled text before the SQL kept in notes: {line.strip()!r}")
+            first_line = loose[start][0]
+            final_sql = "\n".join(lines[first_line - 1:]).strip()
+    if problems:
+        raise ImportProblem(problems)
+    return ParsedTrajectory(path, question, evidence,
+                            steps, final_sql, comments, warnings)
+
+
+@dataclass
+class ParsedDatabaseFolder:
+    name: str
+    schema_text: str
+    trajectories: list[ParsedTrajectory]
+
+
+@dataclass
+class ParsedDataset:
+    name: str
+    tool_description: str
+    databases: list[ParsedDatabaseFolder]
+    skipped: list[str]
+
+
+def parse_dataset(folder: Path, *, tool_desc: str = TOOL_DESC) -> ParsedDataset:
+    """Read one dataset folder; every problem of every file is collected before raising."""
+    problems: list[str] = []
+    skipped: list[str] = []
+    desc_path = folder / tool_desc
+    if not desc_path.is_file():
+        raise ImportProblem([f"{desc_path}: missing (a dataset folder holds {tool_desc} and database folders)."])
+    databases: list[ParsedDatabaseFolder] = []
+    for entry in sorted(folder.iterdir()):
+        if entry.is_file():
+            if entry.name != tool_desc:
+                skipped.append(f"{entry.name} (not the tool description in use; choose it with --tool-desc)"
+                               if entry.name.startswith("tool_desc") else entry.name)
+            continue
+        schema_path = entry / SCHEMA_FILE
+        if not schema_path.is_file():
+            problems.append(f"{schema_path}: missing.")
+            continue
+        trajectories = []
+        for file in sorted(entry.iterdir()):
+            if file.name == SCHEMA_FILE or not file.is_file():
+                continue
+            if file.suffix != ".txt":
+                skipped.append(f"{entry.name}/{file.name}")
+                continue
+            rel = f"{folder.name}/{entry.name}/{file.name}"
+            try:
+                trajectories.append(parse_trajectory(file.read_text(encoding="utf-8"), path=rel))
+            except ImportProblem as exc:
+                problems += exc.problems
+            except UnicodeDecodeError as exc:
+                problems.append(f"{rel}: not UTF-8 text ({exc}).")
+        if not trajectories:
+            problems.append(f"{entry}: no trajectory files.")
+        databases.append(ParsedDatabaseFolder(entry.name, schema_path.read_text(encoding="utf-8").strip(),
+                                              trajectories))
+    if not databases:
+        problems.append(f"{folder}: no database folders.")
+    if problems:
+        raise ImportProblem(problems)
+    return ParsedDataset(folder.name, desc_path.read_text(encoding="utf-8").strip(), databases, skipped)
+
+
+def dataset_folders(path: Path, *, tool_desc: str = TOOL_DESC) -> list[Path]:
+    """``path`` itself when it is a dataset folder, else its dataset sub-folders (a collection of them)."""
+    if (path / tool_desc).is_file():
+        return [path]
+    found = sorted(p for p in path.iterdir() if p.is_dir() and (p / tool_desc).is_file()) if path.is_dir() else []
+    if not found:
+        raise ImportProblem([f"{path}: neither a dataset folder (with {tool_desc}) nor a folder of them."])
+    return found
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportResult:
+    versions: list[ExemplarSetVersion]
+    exemplar_count: int
+    warnings: list[str]
+    skipped: list[str]
+
+
+def _linked_databases(names: list[str] | None) -> dict[str, Database]:
+    linked: dict[str, Database] = {}
+    missing = []
+    for name in names or []:
+        db = Database.objects.filter(name=name).first()
+        if db is None:
+            missing.append(name)
+        else:
+            linked[name] = db
+    if missing:
+        raise ImportProblem([f"--database {n}: no registered database of that name." for n in missing])
+    return linked
+
+
+def _new_set(name: str, *, user, description: str) -> ExemplarSet:
+    if ExemplarSet.objects.filter(name=name).exists():
+        raise ImportProblem([f"A set named {name!r} exists already; choose another name with --name."])
+    return services.set_create(name=name, user=user, description=description)
+
+
+def _create_exemplar(*, user, database: Database | None, source_database: str, schema_text: str, question: str,
+                     evidence: str, steps: list[tuple[str, str, str | None]], final_sql: str, notes: str,
+                     tags: list[str], source: str) -> Exemplar:
+    exemplar = Exemplar.objects.create(
+        database=database, source_database=source_database, schema_text=schema_text, question=question,
+        evidence=evidence, final_sql=final_sql, notes=notes, tags=tags, source=source,
+        author=user if user is not None and user.is_authenticated else None)
+    ExemplarStep.objects.bulk_create(
+        ExemplarStep(exemplar=exemplar, position=i, thought=t, action=a, observation=o)
+        for i, (t, a, o) in enumerate(steps))
+    services.exemplar_mark_approved_on_import(exemplar=exemplar, user=user, source=source)
+    return exemplar
+
+
+def import_interactive_t2s(path: Path, *, user=None, name: str | None = None, databases: list[str] | None = None,
+                           tool_desc: str = TOOL_DESC) -> ImportResult:
+    """One set (with its first version) per dataset folder; all or nothing."""
+    folders = dataset_folders(path, tool_desc=tool_desc)
+    if name and len(folders) > 1:
+        raise ImportProblem([f"{path} holds {len(folders)} datasets; --name applies to one dataset folder."])
+    parsed = []
+    problems: list[str] = []
+    for folder in folders:
+        try:
+            parsed.append(parse_dataset(folder, tool_desc=tool_desc))
+        except ImportProblem as exc:
+            problems += exc.problems
+    if problems:
+        raise ImportProblem(problems)
+    linked = _linked_databases(databases)
+    known = {db.name for ds in parsed for db in ds.databases}
+    unknown = [n for n in linked if n not in known]
+    if unknown:
+        raise ImportProblem([f"--database {n}: no database folder of that name in {path}." for n in unknown])
+    result = ImportResult([], 0, [], [])
+    with transaction.atomic():
+        for ds in parsed:
+            exemplar_set = _new_set(name or ds.name, user=user,
+                                    description=f"Imported from the interactive-t2s prompt folder {ds.name}.")
+            rows = []
+            for db in ds.databases:
+                for tr in db.trajectories:
+                    rows.append(_create_exemplar(
+                        user=user, database=linked.get(db.name), source_database=db.name, schema_text=db.schema_text,
+                        question=tr.question, evidence=tr.evidence,
+                        steps=[(s.thought, s.action, s.observation) for s in tr.steps], final_sql=tr.final_sql,
+                        notes=tr.notes, tags=["imported", ds.name], source=f"import: {tr.path}"))
+                    result.warnings += tr.warnings
+            result.versions.append(services.set_publish(
+                exemplar_set=exemplar_set, exemplars=rows, user=user, tool_description=ds.tool_description,
+                note=f"Imported from {ds.name} ({len(rows)} exemplars).", source=f"import: {ds.name}"))
+            result.exemplar_count += len(rows)
+            result.skipped += [f"{ds.name}/{s}" for s in ds.skipped]
+    return result
+
+
+# --- JSON ---------------------------------------------------------------------------------------
+
+
+def export_version(version: ExemplarSetVersion) -> dict[str, Any]:
+    """A version as JSON: the set's name and description, the version's frozen content."""
+    return {
+        "format": JSON_FORMAT,
+        "format_version": JSON_FORMAT_VERSION,
+        "set": {"name": version.exemplar_set.name, "description": version.exemplar_set.description},
+        "version": {"number": version.number, "note": version.note, "source": version.source,
+                    "tool_description": version.tool_description, "content_hash": version.content_hash,
+                    "created_at": version.created_at.isoformat() if version.created_at else None,
+                    "created_by": version.created_by.get_username() if version.created_by_id else None},
+        "exemplars": [{k: item.get(k) for k in selectors.SNAPSHOT_KEYS} for item in version.exemplars],
+    }
+
+
+def _check_json(data: Any, path: str) -> list[str]:
+    problems = []
+    if not isinstance(data, dict) or data.get("format") != JSON_FORMAT:
+        return [f"{path}: not a t2s-studio exemplar set export (format must be {JSON_FORMAT!r})."]
+    if data.get("format_version") != JSON_FORMAT_VERSION:
+        problems.append(f"{path}: format_version {data.get('format_version')!r} is not {JSON_FORMAT_VERSION}.")
+    for key in ("set", "version"):
+        if not isinstance(data.get(key), dict):
+            problems.append(f"{path}: {key!r} must be an object.")
+    if not isinstance(data.get("exemplars"), list):
+        return [*problems, f"{path}: 'exemplars' must be a list."]
+    for n, item in enumerate(data["exemplars"]):
+        where = f"{path}: exemplars[{n}]"
+        if not isinstance(item, dict):
+            problems.append(f"{where}: must be an object.")
+            continue
+        if not str(item.get("question") or "").strip():
+            problems.append(f"{where}: no question.")
+        steps = item.get("steps")
+        if not isinstance(steps, list):
+            problems.append(f"{where}: 'steps' must be a list.")
+            continue
+        for k, step in enumerate(steps):
+            if not isinstance(step, dict) or not isinstance(step.get("action"), str):
+                problems.append(f"{where}.steps[{k}]: needs an 'action' string.")
+                continue
+            try:
+                parse_action(step["action"])
+            except ActionParseError as exc:
+                problems.append(f"{where}.steps[{k}]: the action does not parse: {exc}")
+    return problems
+
+
+def import_json(path: Path, *, user=None, name: str | None = None, databases: list[str] | None = None,
+                ) -> ImportResult:
+    """A set exported by ``export_version``: new exemplar rows (approved on import), a new set, version 1."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportProblem([f"{path}: cannot read: {exc}"]) from None
+    except json.JSONDecodeError as exc:
+        raise ImportProblem([f"{path}:{exc.lineno}: invalid JSON: {exc.msg}"]) from None
+    problems = _check_json(data, str(path))
+    if problems:
+        raise ImportProblem(problems)
+    linked = _linked_databases(databases)
+    set_info, version_info = data["set"], data["version"]
+    with transaction.atomic():
+        exemplar_set = _new_set(name or str(set_info.get("name") or path.stem), user=user,
+                                description=str(set_info.get("description") or ""))
+        rows = []
+        for n, item in enumerate(data["exemplars"]):
+            db_name = item.get("database") or ""
+            rows.append(_create_exemplar(
+                user=user, database=linked.get(db_name), source_database=db_name,
+                schema_text=item.get("schema_text") or "", question=item["question"],
+                evidence=item.get("evidence") or "",
+                steps=[(s.get("thought") or "", s["action"], s.get("observation")) for s in item["steps"]],
+                final_sql=item.get("final_sql") or "", notes=item.get("notes") or "",
+                tags=services.parse_tags(item.get("tags") or []), source=f"import: {path.name} exemplars[{n}]"))
+        version = services.set_publish(
+            exemplar_set=exemplar_set, exemplars=rows, user=user,
+            tool_description=str(version_info.get("tool_description") or ""), note=str(version_info.get("note") or ""),
+            source=f"import: {path.name} ({set_info.get('name')} v{version_info.get('number')})")
+    return ImportResult([version], len(rows), [], [])

@@ -1,0 +1,131 @@
+"""Reads of exemplars and exemplar set versions (no writes here)."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from agent.strategies.parsing import ActionParseError, parse_action
+from agent.strategies.prompt import Exemplar as PromptExemplar
+from agent.strategies.prompt import Step, estimate_tokens, render_exemplar, schema_text, system_prompt
+from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
+
+PROMPT_KEYS = ("schema_text", "question", "evidence", "steps", "final_sql")
+SNAPSHOT_KEYS = ("exemplar_id", "database", *PROMPT_KEYS, "notes", "tags")
+
+
+def exemplars_for_version(version: ExemplarSetVersion) -> tuple[PromptExemplar, ...]:
+    """The version's exemplars, in order, as the agent's prompt takes them (``SessionContext.exemplars``)."""
+    return tuple(PromptExemplar.from_dict({k: item.get(k) for k in PROMPT_KEYS}) for item in version.exemplars)
+
+
+def exemplar_schema_text(exemplar: Exemplar) -> str:
+    """The stored schema text (imported exemplars), else the registered database's current schema."""
+    if exemplar.schema_text.strip():
+        return exemplar.schema_text
+    info = exemplar.database.schema_info() if exemplar.database_id else None
+    return schema_text(info) if info is not None else ""
+
+
+def exemplar_steps(exemplar: Exemplar) -> list[ExemplarStep]:
+    return list(exemplar.steps.order_by("position"))
+
+
+def exemplar_snapshot(exemplar: Exemplar) -> dict[str, Any]:
+    """The frozen content of one exemplar as a set version stores it."""
+    return {
+        "exemplar_id": exemplar.pk,
+        "database": exemplar.database.name if exemplar.database_id else (exemplar.source_database or None),
+        "schema_text": exemplar_schema_text(exemplar),
+        "question": exemplar.question,
+        "evidence": exemplar.evidence or None,
+        "steps": [Step(s.thought, s.action, s.observation).to_dict() for s in exemplar_steps(exemplar)],
+        "final_sql": exemplar.final_sql or None,
+        "notes": exemplar.notes,
+        "tags": list(exemplar.tags or []),
+    }
+
+
+def prompt_exemplar(exemplar: Exemplar) -> PromptExemplar:
+    """The exemplar's current (unpublished) content in the agent's prompt form."""
+    snap = exemplar_snapshot(exemplar)
+    return PromptExemplar.from_dict({k: snap[k] for k in PROMPT_KEYS})
+
+
+def content_hash(*, tool_description: str, exemplars: Sequence[Mapping[str, Any]]) -> str:
+    """Hash of what a version publishes (ids of the source rows excluded, so an imported copy hashes the same)."""
+    body = {"tool_description": tool_description,
+            "exemplars": [{k: v for k, v in e.items() if k != "exemplar_id"} for e in exemplars]}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def version_text(version: ExemplarSetVersion, *, use_evidence: bool = True) -> str:
+    """The version as text: its tool description, then each exemplar as the prompt renders it."""
+    parts = ["# Tool description", version.tool_description.strip() or "(the agent's generated tool description)"]
+    for i, (item, ex) in enumerate(zip(version.exemplars, exemplars_for_version(version), strict=True), 1):
+        source = item.get("database") or "no database"
+        parts += ["", f"# Example {i} (exemplar #{item.get('exemplar_id')}, {source})",
+                  render_exemplar(ex, use_evidence=use_evidence)]
+        if item.get("final_sql"):
+            parts += [f"-- final SQL: {item['final_sql']}"]
+    return "\n".join(parts) + "\n"
+
+
+def version_diff(old: ExemplarSetVersion, new: ExemplarSetVersion) -> list[str]:
+    """Unified diff of the two versions' rendered contents (empty when they are the same)."""
+    return list(difflib.unified_diff(
+        version_text(old).splitlines(), version_text(new).splitlines(),
+        fromfile=f"{old.exemplar_set.name} v{old.number}", tofile=f"{new.exemplar_set.name} v{new.number}",
+        lineterm=""))
+
+
+def version_token_estimate(version: ExemplarSetVersion, *, use_evidence: bool = True) -> int:
+    """Estimated tokens of the system message this version contributes (an estimate, not the API's count)."""
+    return estimate_tokens(system_prompt(exemplars_for_version(version), use_evidence=use_evidence))
+
+
+def exemplar_token_estimate(exemplar: Exemplar, *, use_evidence: bool = True) -> int:
+    return estimate_tokens(render_exemplar(prompt_exemplar(exemplar), use_evidence=use_evidence))
+
+
+def sql_of_action(text: str) -> str | None:
+    """The SQL of an ``ExecuteSQL(...)`` action, None for any other action or an unreadable one."""
+    try:
+        action = parse_action(text)
+    except ActionParseError:
+        return None
+    if action.name != "ExecuteSQL":
+        return None
+    value = action.args[0] if action.args else action.kwargs.get("sql", action.kwargs.get("query"))
+    return value if isinstance(value, str) else None
+
+
+def last_executed_sql(steps: Iterable[ExemplarStep]) -> str | None:
+    """The last ExecuteSQL step that succeeded: the agent's answer rule."""
+    found = None
+    for step in steps:
+        sql = sql_of_action(step.action)
+        if sql is not None and step.ok is not False:
+            found = sql
+    return found
+
+
+def exemplar_list(*, state: str | None = None, database_id: int | None = None):
+    qs = Exemplar.objects.select_related("database", "author", "reviewer")
+    if state:
+        qs = qs.filter(state=state)
+    if database_id:
+        qs = qs.filter(database_id=database_id)
+    return qs
+
+
+def set_list():
+    return ExemplarSet.objects.prefetch_related("versions")
+
+
+def published_versions():
+    """Every set version, newest first within each set: the choices of an "exemplar set" field on the Ask form."""
+    return ExemplarSetVersion.objects.select_related("exemplar_set").order_by("exemplar_set__name", "-number")

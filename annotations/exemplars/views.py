@@ -1,0 +1,360 @@
+"""Exemplar pages: a decorator, a service call, a response (rules live in ``services``)."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from agent import services as agent_services
+from agent.models import AgentSession
+from agent.sql import SQLError
+from agent.strategies.prompt import (
+    build_messages,
+    dialect_label,
+    estimate_message_tokens,
+    estimate_tokens,
+    render_exemplar,
+)
+from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion
+
+from . import selectors, services
+from .forms import (
+    STEP_TOOLS,
+    ExemplarCreateForm,
+    ExemplarEditForm,
+    PreviewForm,
+    SetCreateForm,
+    compose_action,
+)
+from .importer import export_version
+from .lint import lint_exemplar
+
+
+def _errors(exc: ValidationError) -> list[str]:
+    return [str(m) for m in exc.messages]
+
+
+# --- exemplars ------------------------------------------------------------------------------------
+
+
+@require_GET
+def exemplar_list(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state") or ""
+    exemplars = selectors.exemplar_list(state=state or None)
+    return render(request, "annotations/exemplar_list.html", {
+        "exemplars": exemplars[:500], "state": state, "states": Exemplar.State.choices,
+        "form": ExemplarCreateForm(), "can_review": services.can_review(request.user)})
+
+
+@require_POST
+def exemplar_new(request: HttpRequest) -> HttpResponse:
+    form = ExemplarCreateForm(request.POST)
+    if form.is_valid():
+        try:
+            exemplar = services.exemplar_create(user=request.user, **form.cleaned_data)
+        except ValidationError as exc:
+            for m in _errors(exc):
+                messages.error(request, m)
+        else:
+            return redirect(exemplar)
+    else:
+        for field, errs in form.errors.items():
+            messages.error(request, f"{field}: {' '.join(errs)}")
+    return redirect("exemplars:exemplar_list")
+
+
+def _console_context(request: HttpRequest, exemplar: Exemplar, **extra) -> dict:
+    steps = selectors.exemplar_steps(exemplar)
+    schema = exemplar.database.schema_info() if exemplar.database_id else None
+    tool = extra.pop("tool", None) or request.GET.get("tool") or "SearchColumn"
+    if tool not in STEP_TOOLS:
+        tool = "SearchColumn"
+    done = bool(steps) and steps[-1].is_done
+    return {"exemplar": exemplar, "steps": steps, "schema": schema, "tool": tool, "step_tools": STEP_TOOLS,
+            "done": done, "can_edit": services.can_edit(request.user, exemplar),
+            "stale_count": sum(1 for s in steps if s.stale or (not s.is_done and s.observation is None)),
+            **extra}
+
+
+def _get_exemplar(pk: int) -> Exemplar:
+    return get_object_or_404(Exemplar.objects.select_related("database", "author", "reviewer"), pk=pk)
+
+
+@require_GET
+def exemplar_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    exemplar = _get_exemplar(pk)
+    context = _console_context(request, exemplar)
+    context.update(edit_form=ExemplarEditForm(initial={
+        "question": exemplar.question, "evidence": exemplar.evidence, "notes": exemplar.notes, "tags": ", ".join(exemplar.tags or [])}),
+        can_review=services.can_review(request.user), token_estimate=selectors.exemplar_token_estimate(exemplar),
+        versions=[v for v in ExemplarSetVersion.objects.select_related("exemplar_set").order_by("-created_at")[:200]
+                  if any(e.get("exemplar_id") == exemplar.pk for e in v.exemplars)])
+    if context["done"] and exemplar.final_sql and exemplar.database_id:
+        context.update(_final_sql_check(exemplar))
+    return render(request, "annotations/exemplar_detail.html", context)
+
+
+def _final_sql_check(exemplar: Exemplar) -> dict:
+    try:
+        connector = agent_services.open_connector(exemplar.database)
+    except SQLError as exc:
+        return {"final_error": str(exc)}
+    try:
+        return {"final_result": connector.execute(exemplar.final_sql)}
+    except SQLError as exc:
+        return {"final_error": str(exc)}
+    finally:
+        connector.close()
+
+
+@require_POST
+def exemplar_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    exemplar = _get_exemplar(pk)
+    form = ExemplarEditForm(request.POST)
+    if form.is_valid():
+        was = exemplar.state
+        try:
+            services.exemplar_update(exemplar=exemplar, user=request.user, **form.cleaned_data)
+        except ValidationError as exc:
+            for m in _errors(exc):
+                messages.error(request, m)
+        else:
+            messages.success(request, "Saved as draft." if was != exemplar.state else "Saved.")
+    else:
+        messages.error(request, "Write the question.")
+    return redirect(exemplar)
+
+
+@require_GET
+def exemplar_lint(request: HttpRequest, pk: int) -> HttpResponse:
+    exemplar = _get_exemplar(pk)
+    report = lint_exemplar(exemplar)
+    return render(request, "annotations/exemplar_lint.html", {"exemplar": exemplar, "report": report})
+
+
+@require_POST
+def exemplar_submit(request: HttpRequest, pk: int) -> HttpResponse:
+    exemplar = _get_exemplar(pk)
+    try:
+        services.exemplar_submit(exemplar=exemplar, user=request.user)
+    except ValidationError as exc:
+        for m in _errors(exc):
+            messages.error(request, m)
+    else:
+        messages.success(request, "Submitted for review.")
+    return redirect(exemplar)
+
+
+@require_POST
+def exemplar_review(request: HttpRequest, pk: int) -> HttpResponse:
+    exemplar = _get_exemplar(pk)
+    approve = request.POST.get("decision") == "approve"
+    try:
+        services.exemplar_review(exemplar=exemplar, user=request.user, approve=approve,
+                                 comment=request.POST.get("comment", ""))
+    except ValidationError as exc:
+        for m in _errors(exc):
+            messages.error(request, m)
+    else:
+        messages.success(request, "Approved." if approve else "Rejected.")
+    return redirect(exemplar)
+
+
+# --- steps (htmx: each returns the console partial) --------------------------------------------------
+
+
+def _console_partial(request: HttpRequest, exemplar: Exemplar, **extra) -> HttpResponse:
+    exemplar.refresh_from_db()
+    context = _console_context(request, exemplar, **extra)
+    if context["done"] and exemplar.final_sql and exemplar.database_id:
+        context.update(_final_sql_check(exemplar))
+    if request.htmx:
+        return render(request, "annotations/partials/console.html", context)
+    if extra.get("error"):
+        messages.error(request, extra["error"])
+    return redirect(exemplar)
+
+
+@require_GET
+def step_fields(request: HttpRequest, pk: int) -> HttpResponse:
+    exemplar = _get_exemplar(pk)
+    return render(request, "annotations/partials/step_fields.html", _console_context(request, exemplar))
+
+
+@require_POST
+def step_add(request: HttpRequest, pk: int) -> HttpResponse:
+    exemplar = _get_exemplar(pk)
+    tool = request.POST.get("tool") or ""
+    try:
+        action = compose_action(tool, request.POST)
+        services.step_add(exemplar=exemplar, user=request.user, thought=request.POST.get("thought", ""),
+                          action=action)
+    except ValidationError as exc:
+        return _console_partial(request, exemplar, error=" ".join(_errors(exc)), tool=tool, form=request.POST)
+    return _console_partial(request, exemplar, tool=tool)
+
+
+@require_POST
+def final_sql(request: HttpRequest, pk: int) -> HttpResponse:
+    exemplar = _get_exemplar(pk)
+    services.exemplar_set_final_sql(exemplar=exemplar, user=request.user, sql=request.POST.get("final_sql", ""))
+    return _console_partial(request, exemplar)
+
+
+@require_POST
+def steps_rerun(request: HttpRequest, pk: int) -> HttpResponse:
+    exemplar = _get_exemplar(pk)
+    try:
+        services.exemplar_rerun_stale(exemplar=exemplar, user=request.user)
+    except ValidationError as exc:
+        return _console_partial(request, exemplar, error=" ".join(_errors(exc)))
+    return _console_partial(request, exemplar)
+
+
+@require_POST
+def step_op(request: HttpRequest, pk: int, step_id: int, op: str) -> HttpResponse:
+    exemplar = _get_exemplar(pk)
+    step = get_object_or_404(exemplar.steps, pk=step_id)
+    try:
+        if op == "edit":
+            services.step_update(step=step, user=request.user, thought=request.POST.get("thought", ""),
+                                 action=request.POST.get("action", ""))
+        elif op == "run":
+            services.step_run(step=step, user=request.user)
+        elif op in ("up", "down"):
+            services.step_move(step=step, user=request.user, offset=-1 if op == "up" else 1)
+        elif op == "delete":
+            services.step_delete(step=step, user=request.user)
+        else:
+            raise Http404("Unknown step operation.")
+    except ValidationError as exc:
+        return _console_partial(request, exemplar, error=" ".join(_errors(exc)))
+    return _console_partial(request, exemplar)
+
+
+@require_POST
+def promote_session(request: HttpRequest, session_id: int) -> HttpResponse:
+    session = get_object_or_404(AgentSession.objects.select_related("database"), pk=session_id)
+    exemplar = services.exemplar_promote_session(session=session, user=request.user)
+    messages.success(request, f"Draft exemplar created from session #{session.pk}.")
+    return redirect(exemplar)
+
+
+# --- sets and versions -----------------------------------------------------------------------------
+
+
+@require_GET
+def set_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "annotations/set_list.html", {"sets": selectors.set_list(), "form": SetCreateForm()})
+
+
+@require_POST
+def set_new(request: HttpRequest) -> HttpResponse:
+    form = SetCreateForm(request.POST)
+    if form.is_valid():
+        try:
+            exemplar_set = services.set_create(user=request.user, **form.cleaned_data)
+        except ValidationError as exc:
+            for m in _errors(exc):
+                messages.error(request, m)
+        else:
+            return redirect(exemplar_set)
+    return redirect("exemplars:set_list")
+
+
+@require_GET
+def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
+    exemplar_set = get_object_or_404(ExemplarSet, pk=set_id)
+    versions = list(exemplar_set.versions.select_related("created_by").order_by("-number"))
+    latest = versions[0] if versions else None
+    order = {e.get("exemplar_id"): i + 1 for i, e in enumerate(latest.exemplars)} if latest else {}
+    candidates = list(Exemplar.objects.approved().select_related("database"))
+    in_latest_not_approved = [i for i in order if i not in {c.pk for c in candidates}]
+    candidates.sort(key=lambda e: (order.get(e.pk, 10**6), e.pk))
+    return render(request, "annotations/set_detail.html", {
+        "exemplar_set": exemplar_set, "versions": versions, "latest": latest, "order": order,
+        "candidates": [(e, order.get(e.pk, "")) for e in candidates], "left_out": in_latest_not_approved,
+        "tool_description": latest.tool_description if latest else ""})
+
+
+@require_POST
+def set_publish(request: HttpRequest, set_id: int) -> HttpResponse:
+    exemplar_set = get_object_or_404(ExemplarSet, pk=set_id)
+    chosen: list[tuple[int, int]] = []
+    for key, value in request.POST.items():
+        if key.startswith("position_") and value.strip():
+            try:
+                chosen.append((int(value), int(key.removeprefix("position_"))))
+            except ValueError:
+                messages.error(request, "Positions are whole numbers.")
+                return redirect(exemplar_set)
+    chosen.sort()
+    rows = {e.pk: e for e in Exemplar.objects.filter(pk__in=[pk for _, pk in chosen])}
+    try:
+        version = services.set_publish(
+            exemplar_set=exemplar_set, exemplars=[rows[pk] for _, pk in chosen if pk in rows], user=request.user,
+            tool_description=request.POST.get("tool_description", ""), note=request.POST.get("note", ""))
+    except ValidationError as exc:
+        for m in _errors(exc):
+            messages.error(request, m)
+        return redirect(exemplar_set)
+    messages.success(request, f"Published version {version.number}.")
+    return redirect(version)
+
+
+@require_GET
+def version_detail(request: HttpRequest, set_id: int, number: int) -> HttpResponse:
+    version = get_object_or_404(ExemplarSetVersion.objects.select_related("exemplar_set", "created_by"),
+                                exemplar_set_id=set_id, number=number)
+    items = list(zip(version.exemplars, selectors.exemplars_for_version(version), strict=True))
+    return render(request, "annotations/version_detail.html", {
+        "version": version, "exemplar_set": version.exemplar_set,
+        "items": [(item, ex, estimate_tokens(render_exemplar(ex, use_evidence=True))) for item, ex in items],
+        "token_estimate": selectors.version_token_estimate(version),
+        "others": version.exemplar_set.versions.exclude(pk=version.pk).order_by("-number")})
+
+
+@require_GET
+def version_diff(request: HttpRequest, set_id: int) -> HttpResponse:
+    exemplar_set = get_object_or_404(ExemplarSet, pk=set_id)
+    try:
+        a, b = int(request.GET.get("a", "")), int(request.GET.get("b", ""))
+    except ValueError:
+        raise Http404("Give two version numbers: ?a=1&b=2") from None
+    old = get_object_or_404(exemplar_set.versions, number=a)
+    new = get_object_or_404(exemplar_set.versions, number=b)
+    return render(request, "annotations/version_diff.html", {
+        "exemplar_set": exemplar_set, "old": old, "new": new, "diff": selectors.version_diff(old, new)})
+
+
+@require_GET
+def version_preview(request: HttpRequest, set_id: int, number: int) -> HttpResponse:
+    version = get_object_or_404(ExemplarSetVersion.objects.select_related("exemplar_set"),
+                                exemplar_set_id=set_id, number=number)
+    form = PreviewForm(request.GET or None)
+    context = {"version": version, "exemplar_set": version.exemplar_set, "form": form}
+    if form.is_valid():
+        database = form.cleaned_data["database"]
+        schema = database.schema_info()
+        msgs = build_messages(
+            schema=schema, question=form.cleaned_data["question"], evidence=form.cleaned_data["evidence"] or None,
+            exemplars=selectors.exemplars_for_version(version), enabled_tools=form.cleaned_data["tools"],
+            use_evidence=form.cleaned_data["use_evidence"], dialect=dialect_label(database.engine))
+        context.update(messages_out=[(m, estimate_tokens(m.content)) for m in msgs],
+                       total_tokens=estimate_message_tokens(msgs), database=database)
+    return render(request, "annotations/version_preview.html", context)
+
+
+@require_GET
+def version_export(request: HttpRequest, set_id: int, number: int) -> HttpResponse:
+    version = get_object_or_404(ExemplarSetVersion.objects.select_related("exemplar_set", "created_by"),
+                                exemplar_set_id=set_id, number=number)
+    response = HttpResponse(json.dumps(export_version(version), ensure_ascii=False, indent=2),
+                            content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{version.exemplar_set.name}-v{version.number}.json"'
+    return response

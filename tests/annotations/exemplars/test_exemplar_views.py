@@ -1,0 +1,118 @@
+import json
+
+import pytest
+from django.urls import reverse
+
+from agent.models import AgentSession, Turn
+from annotations.exemplars import services
+from annotations.models import Exemplar, ExemplarSetVersion
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def test_console_flow_over_http(client, demo_database, author, reviewer):
+    client.force_login(author)
+    response = client.post(reverse("exemplars:exemplar_new"),
+                           {"database": "chinook", "question": "How many albums has AC/DC?"})
+    exemplar = Exemplar.objects.get()
+    assert response.url == exemplar.get_absolute_url()
+    page = client.get(exemplar.get_absolute_url()).content.decode()
+    assert 'id="add-step"' in page and '<option value="Artist.Name">' in page  # schema autocomplete
+    response = client.post(reverse("exemplars:step_add", args=[exemplar.pk]),
+                           {"thought": "Find the artist.", "tool": "SearchValue", "value": "AC/DC", "table": "Artist"},
+                           **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 200 and 'id="console"' in html
+    assert "SearchValue(&quot;AC/DC&quot;, table=&quot;Artist&quot;)" in html and "Artist.Name" in html
+    client.post(reverse("exemplars:step_add", args=[exemplar.pk]),
+                {"thought": "Count.", "tool": "ExecuteSQL",
+                 "sql": "SELECT COUNT(*) FROM Album WHERE ArtistId = 1"}, **HTMX)
+    html = client.post(reverse("exemplars:step_add", args=[exemplar.pk]), {"thought": "", "tool": "Done"},
+                       **HTMX).content.decode()
+    assert "Final SQL" in html and "executes" in html
+    html = client.post(reverse("exemplars:final_sql", args=[exemplar.pk]), {"final_sql": "SELECT nope FROM Album"},
+                       **HTMX).content.decode()
+    assert "It does not execute" in html
+    client.post(reverse("exemplars:final_sql", args=[exemplar.pk]),
+                {"final_sql": "SELECT COUNT(*) FROM Album WHERE ArtistId = 1"}, **HTMX)
+    bad = client.post(reverse("exemplars:step_add", args=[exemplar.pk]),
+                      {"thought": "", "tool": "Raw", "action": "ExecuteSQL("}, **HTMX).content.decode()
+    assert "flash-error" in bad
+    client.post(reverse("exemplars:exemplar_submit", args=[exemplar.pk]))
+    exemplar.refresh_from_db()
+    assert exemplar.state == Exemplar.State.IN_REVIEW
+    # the author is no reviewer: 403
+    assert client.post(reverse("exemplars:exemplar_review", args=[exemplar.pk]),
+                       {"decision": "approve"}).status_code == 403
+    client.force_login(reviewer)
+    client.post(reverse("exemplars:exemplar_review", args=[exemplar.pk]), {"decision": "approve", "comment": "ok"})
+    exemplar.refresh_from_db()
+    assert exemplar.state == Exemplar.State.APPROVED
+    lint = client.get(reverse("exemplars:exemplar_lint", args=[exemplar.pk])).content.decode()
+    assert "no drift" in lint and "estimate" in lint
+
+
+def test_a_stranger_cannot_edit_someone_elses_steps(client, demo_database, author, django_user_model,
+                                                   build_exemplar):
+    exemplar = build_exemplar(demo_database, author)
+    client.force_login(django_user_model.objects.create_user("eve", password="x"))
+    step = exemplar.steps.first()
+    response = client.post(reverse("exemplars:step_op", args=[exemplar.pk, step.pk, "delete"]), **HTMX)
+    assert response.status_code == 403 and exemplar.steps.count() == 3
+
+
+def test_publish_version_diff_preview_and_export_pages(client, demo_database, reviewer, approved):
+    one, two = approved(demo_database), approved(demo_database, question="Second?")
+    client.force_login(reviewer)
+    client.post(reverse("exemplars:set_new"), {"name": "demo 2-shot"})
+    exemplar_set = reviewer.exemplar_sets.get()
+    url = reverse("exemplars:set_publish", args=[exemplar_set.pk])
+    client.post(url, {f"position_{one.pk}": "1", "note": "one"})
+    response = client.post(url, {f"position_{two.pk}": "1", f"position_{one.pk}": "2", "note": "two"})
+    v2 = ExemplarSetVersion.objects.get(number=2)
+    assert response.url == v2.get_absolute_url()
+    assert [e["exemplar_id"] for e in v2.exemplars] == [two.pk, one.pk]
+    page = client.get(v2.get_absolute_url()).content.decode()
+    assert "tokens" in page and "estimate" in page
+    diff = client.get(reverse("exemplars:version_diff", args=[exemplar_set.pk]) + "?a=1&b=2").content.decode()
+    assert 'class="add">+Q: Second?' in diff
+    preview = client.get(reverse("exemplars:version_preview", args=[exemplar_set.pk, 2]),
+                         {"database": "chinook", "question": "How many tracks?"}).content.decode()
+    assert 'id="message-system"' in preview and 'id="message-user"' in preview
+    assert "Q: How many tracks?" in preview and "Q: Second?" in preview and "estimate" in preview
+    exported = client.get(reverse("exemplars:version_export", args=[exemplar_set.pk, 2]))
+    assert json.loads(exported.content)["version"]["number"] == 2
+
+
+def test_publishing_a_draft_through_the_page_is_refused(client, demo_database, reviewer, author, build_exemplar):
+    draft = build_exemplar(demo_database, author)
+    exemplar_set = services.set_create(name="s", user=reviewer)
+    client.force_login(reviewer)
+    client.post(reverse("exemplars:set_publish", args=[exemplar_set.pk]), {f"position_{draft.pk}": "1"})
+    assert not ExemplarSetVersion.objects.exists()
+
+
+def test_promote_session_url(client, demo_database, author):
+    session = AgentSession.objects.create(database=demo_database, question="How many genres?")
+    Turn.objects.create(session=session, index=0, thought="t", action='ExecuteSQL("SELECT COUNT(*) FROM Genre")',
+                        tool="ExecuteSQL", observation="[(25,)]", tool_ok=True)
+    client.force_login(author)
+    url = f"/exemplars/promote/session/{session.pk}/"
+    assert client.get(url).status_code == 405
+    response = client.post(url)
+    exemplar = Exemplar.objects.get()
+    assert response.url == exemplar.get_absolute_url() and exemplar.author == author
+
+
+def test_admin_shows_exemplars_and_versions_read_only(staff_client, demo_database, reviewer, approved):
+    exemplar = approved(demo_database)
+    exemplar_set = services.set_create(name="s", user=reviewer)
+    version = services.set_publish(exemplar_set=exemplar_set, exemplars=[exemplar], user=reviewer)
+    assert staff_client.get(f"/admin/annotations/exemplar/{exemplar.pk}/change/").status_code == 200
+    page = staff_client.get(f"/admin/annotations/exemplarsetversion/{version.pk}/change/")
+    assert page.status_code == 200 and b'name="note"' not in page.content
+    assert staff_client.get("/admin/annotations/exemplarset/").status_code == 200
+    assert staff_client.post(f"/admin/annotations/exemplarsetversion/{version.pk}/delete/",
+                             {"post": "yes"}).status_code == 403
