@@ -47,8 +47,10 @@ class AskForm(forms.Form):
     exemplar_set_version = forms.ModelChoiceField(
         queryset=None, required=False, empty_label="none (zero-shot)", label="Exemplar set",
         help_text="Few-shot trajectories from a published set version (the paper uses 2).")
-    max_rounds = forms.IntegerField(min_value=1, max_value=30, initial=12)
-    temperature = forms.FloatField(min_value=0, max_value=2, initial=0.7)
+    max_rounds = forms.IntegerField(min_value=1, max_value=30, required=False,
+                                    widget=forms.NumberInput(attrs={"placeholder": "paper default"}))
+    temperature = forms.FloatField(min_value=0, max_value=2, required=False,
+                                   widget=forms.NumberInput(attrs={"placeholder": "paper default", "step": "0.05"}))
     tools = forms.MultipleChoiceField(choices=[(t, t) for t in TOOL_NAMES], initial=list(TOOL_NAMES),
                                       widget=forms.CheckboxSelectMultiple,
                                       help_text="Switch tools off for ablations (the paper's run without FindShortestPath).")
@@ -66,7 +68,8 @@ class AskForm(forms.Form):
         wanted = {"max_rounds": self.cleaned_data["max_rounds"], "temperature": self.cleaned_data["temperature"],
                   "enabled_tools": list(self.cleaned_data["tools"])}
         known = {f.name for f in fields(STRATEGIES[self.cleaned_data["strategy"]].config_class)}
-        return {k: v for k, v in wanted.items() if k in known}
+        # Empty knobs keep the strategy's own defaults (the papers' values differ per method).
+        return {k: v for k, v in wanted.items() if k in known and v not in (None, "")}
 
 
 class SessionFilterForm(forms.Form):

@@ -20,7 +20,9 @@ from .base import (
     TurnRecord,
     never_cancel,
 )
+from .dart_sql import DartSQL
 from .exemplars import TrajectoryFormatError, parse_trajectory, render_trajectory
+from .hdsp import HDSP
 from .interactive_t2s import InteractiveT2S, InteractiveT2SConfig, is_probe
 from .parsing import Action, ActionParseError, ParsedStep, parse_action, parse_step
 from .prompt import (
@@ -32,9 +34,13 @@ from .prompt import (
     schema_text,
     tool_description,
 )
+from .scl_sql import SCLSQL
 
 STRATEGIES: dict[str, type[Strategy]] = {
     InteractiveT2S.name: InteractiveT2S,
+    DartSQL.name: DartSQL,
+    HDSP.name: HDSP,
+    SCLSQL.name: SCLSQL,
 }
 
 

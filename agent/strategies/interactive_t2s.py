@@ -94,8 +94,15 @@ class InteractiveT2SConfig:
         return cls(**values)
 
 
+SUBSTITUTIONS = (
+    "SearchValue searches an embedded full-text index instead of Elasticsearch, and SearchColumn ranks columns "
+    "with BM25 by default (an embedding backend can be chosen per database) instead of the paper's embeddings."
+)
+
+
 class InteractiveT2S(Strategy):
     name = "interactive_t2s"
+    substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
     config_class = InteractiveT2SConfig
     config: InteractiveT2SConfig
 

@@ -8,9 +8,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from agent import selectors
-from agent.forms import AskForm, SessionFilterForm
+from agent.forms import STRATEGY_LABELS, AskForm, SessionFilterForm
 from agent.models import AgentSession
 from agent.services import sessions as session_services
+from agent.strategies import STRATEGIES
 
 
 def ask(request: HttpRequest) -> HttpResponse:
@@ -33,7 +34,10 @@ def ask(request: HttpRequest) -> HttpResponse:
         else:
             return redirect(session)
     recent = selectors.session_list(user=request.user)[:8]
-    return render(request, "agent/ask.html", {"form": form, "endpoint": endpoint, "recent": recent})
+    strategies = [(name, STRATEGY_LABELS.get(name, name), getattr(cls, "substitutions", ""))
+                  for name, cls in STRATEGIES.items()]
+    return render(request, "agent/ask.html", {"form": form, "endpoint": endpoint, "recent": recent,
+                                              "strategies": strategies})
 
 
 def session_list(request: HttpRequest) -> HttpResponse:
