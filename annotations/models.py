@@ -177,3 +177,10 @@ class ExemplarSetVersion(models.Model):
     @property
     def exemplar_count(self) -> int:
         return len(self.exemplars)
+
+
+# Datasets, runs and per-question results live in their own module; importing them here registers them.
+from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem  # noqa: E402
+
+__all__ = ["Dataset", "DatasetQuestion", "Exemplar", "ExemplarSet", "ExemplarSetVersion", "ExemplarStep", "Run",
+           "RunItem"]

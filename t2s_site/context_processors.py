@@ -1,7 +1,9 @@
 from django.http import HttpRequest
 
-from .conf import studio_settings
-
 
 def studio(request: HttpRequest) -> dict:
-    return {"llm_configured": bool(studio_settings.LLM_BASE_URL or studio_settings.LLM_MODEL)}
+    if not getattr(request, "user", None) or not request.user.is_authenticated:
+        return {}
+    from agent.services.sessions import default_llm_endpoint
+
+    return {"llm_configured": default_llm_endpoint() is not None}

@@ -103,7 +103,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-app-{os.getpid()}.sqlite3")}
     # Web server and worker write concurrently: WAL and a busy timeout avoid "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        # IMMEDIATE: a transaction takes the write lock up front and waits for it, instead of failing with
+        # "database is locked" when it upgrades from reading to writing while the other process writes.
+        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+         "transaction_mode": "IMMEDIATE"}
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -173,6 +176,7 @@ CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 60
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "recover-stale-sessions": {"task": "agent.tasks.recover_stale_sessions", "schedule": 60.0},
+    "revive-run-dispatchers": {"task": "annotations.tasks.revive_run_dispatchers", "schedule": 60.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):

@@ -12,5 +12,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
     path("exemplars/", include("annotations.exemplars.urls")),
+    path("", include("annotations.runs.urls")),
     path("", include("agent.urls")),
 ]

@@ -112,6 +112,8 @@ def database_refresh(*, database: Database, force: bool = False) -> Database:
     Skips the work when the target's fingerprint is unchanged, unless ``force``.
     """
     Database.objects.filter(pk=database.pk).update(status=Database.Status.INTROSPECTING, status_message="")
+    Database.objects.filter(pk=database.pk).exclude(index_status=Database.IndexStatus.READY).update(
+        index_status=Database.IndexStatus.QUEUED)
     try:
         with open_connector(database) as conn:
             fingerprint = conn.fingerprint()

@@ -70,6 +70,18 @@ _clients: dict[tuple, LLMClient] = {}
 _clients_lock = threading.Lock()
 
 
+def endpoint_from_snapshot(snapshot: Mapping[str, Any]) -> LLMEndpoint:
+    """The endpoint a snapshot names: the saved record when it still exists, else an unsaved copy of it."""
+    saved = LLMEndpoint.objects.filter(name=snapshot.get("endpoint")).first()
+    if saved is not None and saved.model == snapshot.get("model"):
+        return saved
+    prices = (snapshot.get("prices") or {}).get(snapshot.get("model"), {})
+    return LLMEndpoint(name=snapshot.get("endpoint") or "snapshot", base_url=snapshot.get("base_url") or "",
+                       model=snapshot["model"], api_key_env=snapshot.get("api_key_env") or "",
+                       input_price_per_mtok=prices.get("input_per_mtok"),
+                       output_price_per_mtok=prices.get("output_per_mtok"))
+
+
 def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
     """A client per endpoint, shared by the sessions of this process (building one costs ~60 ms of TLS setup)."""
     key_env = snapshot.get("api_key_env") or ""
@@ -106,6 +118,9 @@ def session_create(
         errors["question"] = [f"At most {MAX_QUESTION_CHARS} characters."]
     if database.status != Database.Status.READY:
         errors["database"] = [f"{database.name} is not ready ({database.get_status_display()})."]
+    elif database.index_status not in (Database.IndexStatus.READY, Database.IndexStatus.STALE):
+        errors["database"] = [f"The tool indexes of {database.name} are not ready "
+                              f"({database.get_index_status_display()}); try again in a moment."]
     if strategy not in STRATEGIES:
         errors["strategy"] = [f"Unknown strategy; choose one of {', '.join(sorted(STRATEGIES))}."]
     endpoint = endpoint or default_llm_endpoint()

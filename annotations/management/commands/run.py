@@ -1,0 +1,60 @@
+import time
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from annotations.runs import selectors, services
+from annotations.runs.models import Dataset, Run
+
+
+class Command(BaseCommand):
+    help = "Run a strategy over (a sample of) a dataset on the Celery workers; --wait follows it to the figures."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--dataset", required=True)
+        parser.add_argument("--strategy", default="interactive_t2s")
+        parser.add_argument("--name")
+        parser.add_argument("--limit", type=int, help="Only the first N questions.")
+        parser.add_argument("--db", action="append", default=[], help="Restrict to a db_id (repeatable).")
+        parser.add_argument("--exemplars", metavar="SET[:N]")
+        parser.add_argument("--concurrency", type=int)
+        parser.add_argument("--spend-cap", type=float)
+        parser.add_argument("--resume", type=int, metavar="RUN_ID", help="Resume a run: only missing/failed questions.")
+        parser.add_argument("--wait", action="store_true")
+
+    def handle(self, *args, **o):
+        if o["resume"]:
+            run = Run.objects.filter(pk=o["resume"]).first()
+            if run is None:
+                raise CommandError(f"No run #{o['resume']}.")
+            run = services.run_resume(run=run)
+        else:
+            dataset = Dataset.objects.filter(name=o["dataset"]).first()
+            if dataset is None:
+                raise CommandError(f"No dataset named {o['dataset']!r}.")
+            version = None
+            if o["exemplars"]:
+                from agent.management.commands.ask import Command as AskCommand
+
+                version = AskCommand()._version(o["exemplars"])
+            try:
+                run = services.run_create_agent(
+                    dataset=dataset, name=o["name"] or f"{o['strategy']} on {dataset.name}", strategy=o["strategy"],
+                    exemplar_set_version=version, db_ids=o["db"], limit=o["limit"],
+                    max_concurrency=o["concurrency"], spend_cap=o["spend_cap"])
+            except ValidationError as exc:
+                raise CommandError(" ".join(exc.messages)) from None
+        self.stdout.write(f"Run #{run.pk} started: {run.items.count()} questions.")
+        if not o["wait"]:
+            return
+        while True:
+            run.refresh_from_db()
+            progress = services.run_progress(run=run)
+            self.stdout.write(f"\r{progress['finished']}/{progress['total']} done, {progress['active']} running",
+                              ending="")
+            self.stdout.flush()
+            if run.status not in (Run.Status.RUNNING, Run.Status.EVALUATING, Run.Status.PENDING):
+                break
+            time.sleep(2)
+        self.stdout.write("")
+        self.stdout.write(selectors.render_summary(selectors.run_summary(run=run)))

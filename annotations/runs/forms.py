@@ -1,0 +1,60 @@
+from django import forms
+
+from annotations.runs.models import Dataset, Run
+
+MAX_PREDICTION_BYTES = 20 * 1024 * 1024
+
+
+class DatasetImportForm(forms.Form):
+    kind = forms.ChoiceField(choices=Dataset.Kind.choices)
+    path = forms.CharField(max_length=2000, help_text="Folder or file on the server, e.g. /data/spider_dev")
+    name = forms.CharField(max_length=100)
+
+
+class PredictionImportForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="e.g. the system that produced the predictions")
+    format = forms.ChoiceField(choices=[("spider", "Spider text (one SQL per line, optional tab + db_id)"),
+                                        ("bird", 'BIRD JSON ({"0": "SQL\\t----- bird -----\\tdb_id"})')])
+    file = forms.FileField()
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > MAX_PREDICTION_BYTES:
+            raise forms.ValidationError(
+                f"The file is {upload.size // (1024 * 1024)} MB; prediction files up to "
+                f"{MAX_PREDICTION_BYTES // (1024 * 1024)} MB are accepted.")
+        try:
+            return upload.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise forms.ValidationError("The file is not UTF-8 text.") from None
+
+
+class CompareForm(forms.Form):
+    a = forms.ModelChoiceField(queryset=Run.objects.all(), label="Run A")
+    b = forms.ModelChoiceField(queryset=Run.objects.all(), label="Run B")
+
+
+class RunLaunchForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    strategy = forms.ChoiceField(choices=())
+    exemplar_set_version = forms.ModelChoiceField(queryset=None, required=False, empty_label="none (zero-shot)",
+                                                  label="Exemplar set")
+    limit = forms.IntegerField(min_value=1, required=False, help_text="Only the first N questions (a sample).")
+    db_ids = forms.CharField(required=False, label="Databases",
+                             help_text="Comma-separated db_ids to restrict to; empty: all.")
+    max_concurrency = forms.IntegerField(min_value=1, max_value=64, required=False,
+                                         help_text="Sessions at once; empty: the LLM endpoint's limit.")
+    spend_cap = forms.FloatField(min_value=0, required=False, label="Spend cap (USD)",
+                                 help_text="Stop starting sessions once the run has cost this much.")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        from agent.forms import strategy_choices
+        from annotations.exemplars.selectors import published_versions
+
+        self.fields["strategy"].choices = strategy_choices()
+        self.fields["exemplar_set_version"].queryset = published_versions()
+        self.fields["exemplar_set_version"].label_from_instance = lambda v: f"{v.exemplar_set.name} v{v.number}"
+
+    def clean_db_ids(self) -> list[str]:
+        return [d.strip() for d in self.cleaned_data["db_ids"].split(",") if d.strip()]

@@ -1,0 +1,158 @@
+"""Reads for datasets and runs: summaries, breakdowns, filtered items, comparisons."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.db.models import Avg, Count, Q, Sum
+
+from annotations.runs.models import Run, RunItem
+
+DIFFICULTY_ORDER = ["easy", "medium", "hard", "extra", "simple", "moderate", "challenging", "unknown"]
+TABLE_ORDER = ["1", "2", "3", "4+"]
+SCORED = ("ok", "pred_error", "pred_timeout")
+
+
+def _rate(correct: int, scored: int) -> float | None:
+    return round(100.0 * correct / scored, 2) if scored else None
+
+
+def run_by_database(*, run: Run) -> list[dict[str, Any]]:
+    rows = (run.items.values("question__db_id")
+            .annotate(questions=Count("id"), scored=Count("id", filter=Q(eval_status__in=SCORED)),
+                      correct=Count("id", filter=Q(ex=True)))
+            .order_by("question__db_id"))
+    return [{"key": r["question__db_id"], "questions": r["questions"], "scored": r["scored"],
+             "correct": r["correct"], "ex": _rate(r["correct"], r["scored"])} for r in rows]
+
+
+def _ordered(mapping: dict[str, dict], order: list[str]) -> list[dict[str, Any]]:
+    keys = sorted(mapping, key=lambda k: (order.index(k) if k in order else len(order), k))
+    return [{"key": k, **mapping[k]} for k in keys]
+
+
+def run_agent_figures(*, run: Run) -> dict[str, Any] | None:
+    """Rounds, tokens, cost and time per case, from the run's agent sessions."""
+    items = run.items.filter(session__isnull=False)
+    if not items.exists():
+        return None
+    agg = items.aggregate(
+        cases=Count("id"), rounds=Avg("session__rounds"), prompt=Avg("session__prompt_tokens"),
+        completion=Avg("session__completion_tokens"), cost=Sum("session__cost"),
+        seconds=Avg("session__elapsed_ms"))
+    agg["cost_per_case"] = (agg["cost"] / agg["cases"]) if agg["cost"] is not None and agg["cases"] else None
+    agg["seconds"] = agg["seconds"] / 1000 if agg["seconds"] is not None else None
+    return agg
+
+
+def run_summary(*, run: Run) -> dict[str, Any]:
+    breakdowns = run.breakdowns or {}
+    return {
+        "run": run.pk, "name": run.name, "dataset": run.dataset.name, "source": run.source,
+        "status": run.status, "totals": run.totals,
+        "by_difficulty": _ordered(breakdowns.get("difficulty", {}), DIFFICULTY_ORDER),
+        "by_tables": _ordered(breakdowns.get("tables", {}), TABLE_ORDER),
+        "by_database": run_by_database(run=run),
+        "agent": run_agent_figures(run=run),
+        "import_issues": run.import_issues,
+    }
+
+
+def render_summary(summary: dict[str, Any]) -> str:
+    """The figures as plain text for the command line."""
+    t = summary["totals"]
+    lines = [f"{summary['dataset']} · {summary['name']}"]
+    if not t:
+        return lines[0] + "\n(not evaluated)"
+    ex = "n/a" if t["ex"] is None else f"{t['ex']:.2f}%"
+    f1 = "" if t.get("soft_f1") is None else f"   Soft-F1 {t['soft_f1']:.2f}%"
+    lines.append(f"EX {ex} ({t['correct']}/{t['scored']}){f1}   over {t['scored']} of {t['questions']} questions "
+                 f"({t['questions'] - t['scored']} not scored: gold error or no database)")
+    for title, rows in (("by difficulty", summary["by_difficulty"]), ("by tables in the gold query",
+                                                                       summary["by_tables"])):
+        lines.append(f"\n{title}:")
+        for r in rows:
+            rate = "n/a" if r["ex"] is None else f"{r['ex']:6.2f}%"
+            lines.append(f"  {r['key']:<12} {rate}  ({r['correct']}/{r['scored']})")
+    return "\n".join(lines)
+
+
+def run_items(*, run: Run, outcome: str = "", db_id: str = "", difficulty: str = "", tables: str = ""):
+    qs = run.items.select_related("question", "session").order_by("question__index")
+    if outcome == "correct":
+        qs = qs.filter(ex=True)
+    elif outcome == "wrong":
+        qs = qs.filter(ex=False, eval_status="ok")
+    elif outcome == "error":
+        qs = qs.filter(eval_status__in=["pred_error", "pred_timeout"])
+    elif outcome == "unscored":
+        qs = qs.filter(eval_status__in=["gold_error", "not_executable"])
+    if db_id:
+        qs = qs.filter(question__db_id=db_id)
+    if difficulty:
+        qs = qs.filter(question__difficulty=difficulty)
+    if tables:
+        qs = qs.filter(question__table_count__gte=4) if tables == "4+" else qs.filter(question__table_count=tables)
+    return qs
+
+
+def run_compare(*, a: Run, b: Run) -> dict[str, Any]:
+    """Totals, flips (wrong to right, right to wrong), per-bucket deltas and the question-level pairs."""
+    items_a = {i.question_id: i for i in a.items.select_related("question")}
+    items_b = {i.question_id: i for i in b.items.select_related("question")}
+    pairs, flips = [], defaultdict(list)
+    for qid in sorted(set(items_a) & set(items_b), key=lambda q: items_a[q].question.index):
+        ia, ib = items_a[qid], items_b[qid]
+        if ia.ex is None or ib.ex is None:
+            kind = "unscored"
+        elif ia.ex == ib.ex:
+            kind = "both_right" if ia.ex else "both_wrong"
+        else:
+            kind = "fixed" if ib.ex else "broken"
+        flips[kind].append(ia.question.index)
+        pairs.append({"question": ia.question, "a": ia, "b": ib, "kind": kind})
+    buckets = []
+    for name, key in (("difficulty", "difficulty"), ("tables", "tables")):
+        ba, bb = (a.breakdowns or {}).get(key, {}), (b.breakdowns or {}).get(key, {})
+        order = DIFFICULTY_ORDER if key == "difficulty" else TABLE_ORDER
+        for k in sorted(set(ba) | set(bb), key=lambda k: (order.index(k) if k in order else len(order), k)):
+            ea, eb = (ba.get(k) or {}).get("ex"), (bb.get(k) or {}).get("ex")
+            buckets.append({"group": name, "key": k, "a": ea, "b": eb,
+                            "delta": None if ea is None or eb is None else round(eb - ea, 2)})
+    ta, tb = a.totals or {}, b.totals or {}
+    return {"a": a, "b": b, "pairs": pairs, "counts": {k: len(v) for k, v in flips.items()},
+            "buckets": buckets, "common": len(pairs),
+            "delta_ex": None if ta.get("ex") is None or tb.get("ex") is None else round(tb["ex"] - ta["ex"], 2)}
+
+
+def run_item_with_results(*, item: RunItem, max_rows: int = 200):
+    """Gold and predicted result tables for one question, re-executed read-only, with differing rows marked."""
+    from agent.services import open_connector
+    from agent.sql import Limits, SQLError
+
+    database = item.question.database
+    out: dict[str, Any] = {"gold": None, "pred": None, "gold_error": "", "pred_error": ""}
+    if database is None:
+        out["gold_error"] = out["pred_error"] = "The database of this question is not available here."
+        return out
+    limits = Limits(timeout_s=10, max_rows=max_rows, count_cap=10_000)
+    with open_connector(database, limits=limits) as conn:
+        for key, sql in (("gold", item.question.gold_sql), ("pred", item.predicted_sql)):
+            if not sql:
+                out[f"{key}_error"] = "No query."
+                continue
+            try:
+                out[key] = conn.execute(sql)
+            except SQLError as exc:
+                out[f"{key}_error"] = str(exc)
+    if out["gold"] is not None and out["pred"] is not None:
+        gold_rows = {tuple(map(_norm, r)) for r in out["gold"].rows}
+        pred_rows = {tuple(map(_norm, r)) for r in out["pred"].rows}
+        out["pred_only"] = {i for i, r in enumerate(out["pred"].rows) if tuple(map(_norm, r)) not in gold_rows}
+        out["gold_only"] = {i for i, r in enumerate(out["gold"].rows) if tuple(map(_norm, r)) not in pred_rows}
+    return out
+
+
+def _norm(value: Any) -> Any:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value

@@ -1,0 +1,396 @@
+"""Datasets, runs and their evaluation (writes). The scoring itself is annotations.evaluation (no Django)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Avg, Count, Q
+from django.utils import timezone
+
+from agent import services as agent_services
+from agent.models import Database
+from annotations.evaluation import (
+    EvalItem,
+    GoldItem,
+    evaluate,
+    gold_stats,
+    load_bird_dev,
+    load_spider_dev,
+    parse_bird_predictions,
+    parse_spider_predictions,
+)
+from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
+
+logger = logging.getLogger(__name__)
+
+
+# --- datasets ---------------------------------------------------------------------------
+
+
+def _load_generic(path: Path) -> list[GoldItem]:
+    """JSONL or CSV with question, gold SQL (``sql``/``query``/``gold_sql``/``SQL``), database, optional evidence."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".csv":
+        rows = list(csv.DictReader(io.StringIO(text)))
+    else:
+        rows = []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValidationError(f"{path.name}: line {lineno}: not JSON ({exc.msg})") from None
+    items = []
+    for i, row in enumerate(rows):
+        sql = next((row[k] for k in ("sql", "query", "gold_sql", "SQL") if row.get(k)), None)
+        db_id = row.get("database") or row.get("db_id") or row.get("db")
+        if not sql or not db_id or not row.get("question"):
+            raise ValidationError(f"{path.name}: record {i + 1}: needs question, gold SQL and database")
+        items.append(GoldItem(index=i, db_id=str(db_id), sql=str(sql).strip(), question=str(row["question"]),
+                              evidence=str(row.get("evidence") or ""), difficulty=row.get("difficulty")))
+    return items
+
+
+def _layout(kind: str, path: Path) -> tuple[list[GoldItem], Path | None]:
+    """Questions and the folder holding ``<db_id>/<db_id>.sqlite`` for the dataset at ``path``."""
+    if kind == Dataset.Kind.SPIDER:
+        dev = path / "dev.json" if path.is_dir() else path
+        return load_spider_dev(dev), dev.parent / "database"
+    if kind == Dataset.Kind.BIRD:
+        dev = path / "dev.json" if path.is_dir() else path
+        if not dev.exists() and path.is_dir():
+            dev = next(iter(sorted(path.glob("*.json*"))), dev)
+        folder = next((dev.parent / d for d in ("dev_databases", "databases", "database")
+                       if (dev.parent / d).is_dir()), None)
+        return load_bird_dev(dev), folder
+    return _load_generic(path), (path.parent / "database") if (path.parent / "database").is_dir() else None
+
+
+def _descriptions(db_folder: Path) -> dict[tuple[str, str], str]:
+    """BIRD's database_description/<table>.csv: column descriptions that feed SearchColumn."""
+    out: dict[tuple[str, str], str] = {}
+    for csv_path in sorted((db_folder / "database_description").glob("*.csv")):
+        text = csv_path.read_bytes().decode("utf-8", errors="replace")
+        for row in csv.DictReader(io.StringIO(text)):
+            column = (row.get("original_column_name") or "").strip()
+            desc = " ".join(filter(None, [(row.get("column_description") or "").strip(),
+                                          (row.get("value_description") or "").strip()]))
+            if column and desc:
+                out[(csv_path.stem, column)] = desc
+    return out
+
+
+def dataset_import(*, kind: str, path: str | Path, name: str, register_databases: bool = True,
+                   build_indexes: bool = True) -> Dataset:
+    """Import (or re-import, idempotently) a dataset and register its databases under their db_id."""
+    path = Path(path).expanduser().resolve()
+    if kind not in Dataset.Kind.values:
+        raise ValidationError(f"Unknown dataset kind {kind!r}; expected one of {', '.join(Dataset.Kind.values)}")
+    if not path.exists():
+        raise ValidationError(f"No such file or folder: {path}")
+    try:
+        items, db_root = _layout(kind, path)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ValidationError(f"Cannot read {kind} data at {path}: {exc}") from None
+    databases: dict[str, Database | None] = {}
+    for db_id in sorted({item.db_id for item in items}):
+        sqlite = db_root / db_id / f"{db_id}.sqlite" if db_root else None
+        existing = Database.objects.filter(name=db_id).first()
+        if sqlite is not None and sqlite.is_file() and register_databases:
+            if existing is None or existing.location != str(sqlite):
+                existing = agent_services.database_register(
+                    name=db_id, location=str(sqlite), description=f"{kind} database {db_id}",
+                    refresh="sync" if build_indexes else "async")
+        databases[db_id] = existing if existing is not None and (sqlite is None or sqlite.is_file()) else None
+    with transaction.atomic():
+        dataset, _ = Dataset.objects.update_or_create(
+            name=name, defaults={"kind": kind, "source_path": str(path)})
+        for item in items:
+            stats = gold_stats(item.sql, hardness=kind != Dataset.Kind.BIRD)
+            DatasetQuestion.objects.update_or_create(
+                dataset=dataset, index=item.index,
+                defaults={"db_id": item.db_id, "database": databases.get(item.db_id), "question": item.question,
+                          "evidence": item.evidence or "", "gold_sql": item.sql,
+                          "difficulty": item.difficulty or stats.hardness or "",
+                          "table_count": stats.table_count, "join_count": stats.join_count})
+        dataset.questions.filter(index__gte=len(items)).delete()
+        dataset.question_count = len(items)
+        dataset.executable_count = dataset.questions.filter(database__isnull=False).count()
+        dataset.save()
+    return dataset
+
+
+def db_resolver_for(dataset: Dataset):
+    """db_id -> every .sqlite file of its folder (Spider test suites hold several)."""
+    locations = {q.db_id: q.database.location for q in
+                 dataset.questions.select_related("database").filter(database__engine="sqlite")}
+
+    def resolve(db_id: str) -> tuple[Path, ...]:
+        location = locations.get(db_id)
+        if not location:
+            return ()
+        folder = Path(location).parent
+        return tuple(sorted(p for p in folder.iterdir() if p.suffix == ".sqlite" and p.is_file()))
+
+    return resolve
+
+
+# --- runs -------------------------------------------------------------------------------
+
+
+def run_import_predictions(*, dataset: Dataset, text: str, fmt: str, name: str, source_file: str = "",
+                           user=None) -> Run:
+    """An external system's predictions as a Run. Malformed lines are kept as issues, the rest imported."""
+    if fmt == "spider":
+        parsed = parse_spider_predictions(text)
+    elif fmt == "bird":
+        try:
+            parsed = parse_bird_predictions(text)
+        except ValueError as exc:
+            raise ValidationError(f"Not a BIRD prediction file: {exc}") from None
+    else:
+        raise ValidationError(f"Unknown prediction format {fmt!r}; expected spider or bird")
+    questions = {q.index: q for q in dataset.questions.all()}
+    by_index = parsed.by_index()
+    issues = [{"line": i.line, "message": i.message} for i in parsed.issues]
+    extra = sorted(set(by_index) - set(questions))
+    if extra:
+        issues.append({"line": 0, "message": f"{len(extra)} predictions past the dataset's "
+                                             f"{len(questions)} questions were ignored"})
+    with transaction.atomic():
+        run = Run.objects.create(name=name, dataset=dataset, source=Run.Source.IMPORTED, source_file=source_file,
+                                 config={"format": fmt}, import_issues=issues, created_by=user)
+        RunItem.objects.bulk_create([
+            RunItem(run=run, question=q,
+                    predicted_sql=(by_index[i].sql or "") if i in by_index else "",
+                    prediction_note="" if i in by_index and by_index[i].sql is not None
+                    else ("malformed line" if i in by_index else "no prediction"))
+            for i, q in questions.items()
+        ])
+    return run
+
+
+def run_evaluate(*, run: Run, workers: int = 2) -> Run:
+    """Score every item (execution accuracy, Soft-F1) and store per-question results and the breakdowns."""
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.EVALUATING)
+    items = list(run.items.select_related("question"))
+    eval_items = [EvalItem(index=it.question.index, db_id=it.question.db_id, gold_sql=it.question.gold_sql,
+                           pred_sql=it.predicted_sql or None, difficulty=it.question.difficulty or None,
+                           pred_note=it.prediction_note) for it in items]
+    try:
+        report = evaluate(eval_items, mode=run.dataset.eval_mode, db_resolver=db_resolver_for(run.dataset),
+                          workers=workers)
+    except Exception as exc:  # the run keeps its predictions; the failure is shown on it
+        logger.exception("evaluation of run %s failed", run.pk)
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED, error=f"Evaluation failed: {exc}")
+        run.refresh_from_db()
+        return run
+    by_index = {r.index: r for r in report.per_question}
+    for item in items:
+        r = by_index[item.question.index]
+        item.eval_status, item.ex, item.soft_f1 = r.status.value, r.ex, r.soft_f1
+        item.error, item.gold_rows, item.pred_rows, item.pred_ms = r.error[:2000], r.gold_rows, r.pred_rows, r.pred_ms
+    RunItem.objects.bulk_update(items, ["eval_status", "ex", "soft_f1", "error", "gold_rows", "pred_rows",
+                                        "pred_ms"], batch_size=500)
+    run.totals = _aggregate_dict(report.totals)
+    run.breakdowns = {"difficulty": {k: _aggregate_dict(v) for k, v in report.by_difficulty.items()},
+                      "tables": {k: _aggregate_dict(v) for k, v in report.by_tables.items()}}
+    run.status, run.error, run.evaluated_at = Run.Status.DONE, "", timezone.now()
+    run.save(update_fields=["totals", "breakdowns", "status", "error", "evaluated_at"])
+    return run
+
+
+def _aggregate_dict(agg) -> dict[str, Any]:
+    return {"questions": agg.questions, "scored": agg.scored, "correct": agg.correct, "ex": agg.ex,
+            "soft_f1": agg.soft_f1, "status_counts": dict(agg.status_counts)}
+
+
+def run_delete(*, run: Run) -> None:
+    run.delete()
+
+
+def questions_for(dataset: Dataset, *, db_ids: Sequence[str] = (), limit: int | None = None):
+    qs = dataset.questions.all()
+    if db_ids:
+        qs = qs.filter(db_id__in=db_ids)
+    return qs[:limit] if limit else qs
+
+
+# --- runs of our own strategies -------------------------------------------------------------
+
+DEFAULT_RUN_CONCURRENCY = 4
+UNFINISHED_SESSION = ("queued", "running")
+RETRYABLE_SESSION = ("failed", "llm_error", "cancelled")
+
+
+def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactive_t2s",
+                     options: dict | None = None, exemplar_set_version=None, user=None,
+                     db_ids: Sequence[str] = (), limit: int | None = None, max_concurrency: int | None = None,
+                     spend_cap: float | None = None) -> Run:
+    """A run of one of our strategies over (a sample of) a dataset: one agent session per question.
+
+    Sessions are started by ``run_dispatch`` a few at a time (the endpoint's concurrency limit), so a
+    1000-question run does not flood the LLM; a spend cap stops starting new ones once reached.
+    """
+    from agent.services import sessions as session_services
+    from agent.strategies import STRATEGIES, create_strategy
+
+    if strategy not in STRATEGIES:
+        raise ValidationError({"strategy": [f"Unknown strategy; choose one of {', '.join(sorted(STRATEGIES))}."]})
+    try:
+        create_strategy(strategy, dict(options or {}))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError({"options": [str(exc)]}) from None
+    endpoint = session_services.default_llm_endpoint()
+    if endpoint is None:
+        raise ValidationError({"llm": ["No LLM endpoint is configured (see README)."]})
+    questions = list(questions_for(dataset, db_ids=db_ids, limit=limit))
+    if not questions:
+        raise ValidationError("No question matches this selection.")
+    concurrency = max_concurrency or endpoint.max_concurrency or DEFAULT_RUN_CONCURRENCY
+    with transaction.atomic():
+        run = Run.objects.create(
+            name=name, dataset=dataset, source=Run.Source.AGENT, strategy=strategy, status=Run.Status.RUNNING,
+            created_by=user,
+            config={"options": dict(options or {}), "llm": session_services.llm_snapshot(endpoint),
+                    "exemplar_set_version": exemplar_set_version.pk if exemplar_set_version else None,
+                    "max_concurrency": concurrency, "spend_cap": spend_cap,
+                    "sample": {"db_ids": list(db_ids), "limit": limit}})
+        RunItem.objects.bulk_create([
+            RunItem(run=run, question=q, prediction_note="" if q.database_id else "database not available here")
+            for q in questions])
+        _dispatch_after_commit(run)
+    return run
+
+
+def _dispatch_after_commit(run: Run) -> None:
+    from annotations.tasks import dispatch_run
+
+    run_id = run.pk
+    transaction.on_commit(lambda: dispatch_run.delay(run_id))
+
+
+def run_dispatch(*, run: Run) -> bool:
+    """Collect finished sessions' predictions, start more sessions up to the limit, evaluate at the end.
+
+    Returns True while the run still has work in flight (the caller polls again).
+    """
+    from agent.services import sessions as session_services
+
+    run.refresh_from_db()
+    if run.status != Run.Status.RUNNING:
+        return False
+    Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
+    items = list(run.items.select_related("session", "question__database"))
+    for item in items:
+        if item.session and item.session.status not in UNFINISHED_SESSION and not item.predicted_sql \
+                and not item.prediction_note:
+            item.predicted_sql = item.session.final_sql
+            item.prediction_note = "" if item.session.final_sql else f"agent: {item.session.get_status_display()}"
+            item.save(update_fields=["predicted_sql", "prediction_note"])
+    active = sum(1 for i in items if i.session and i.session.status in UNFINISHED_SESSION)
+    spent = sum(i.session.cost or 0 for i in items if i.session)
+    cap = run.config.get("spend_cap")
+    waiting = [i for i in items if i.session is None and i.question.database_id and not i.prediction_note]
+    if cap is not None and spent >= cap:
+        for item in waiting:
+            item.prediction_note = f"not run: spend cap ${cap:g} reached"
+        RunItem.objects.bulk_update(waiting, ["prediction_note"])
+        waiting = []
+    version = None
+    if run.config.get("exemplar_set_version"):
+        from annotations.models import ExemplarSetVersion
+
+        version = ExemplarSetVersion.objects.filter(pk=run.config["exemplar_set_version"]).first()
+    # The LLM recorded when the run was launched, not whatever this worker's environment says.
+    endpoint = session_services.endpoint_from_snapshot(run.config["llm"])
+    # A database still being introspected or indexed (just imported) is waited for, not failed.
+    preparing = {Database.Status.PENDING, Database.Status.INTROSPECTING}
+    not_yet = [i for i in waiting if i.question.database.status in preparing
+               or i.question.database.index_status in (Database.IndexStatus.QUEUED, Database.IndexStatus.BUILDING)]
+    waiting = [i for i in waiting if i not in not_yet]
+    capacity = max(0, run.config.get("max_concurrency", DEFAULT_RUN_CONCURRENCY) - active)
+    for item in waiting:
+        if capacity <= 0:
+            break
+        options = dict(run.config.get("options") or {})
+        if run.strategy == "hdsp":
+            options["gold_sql"] = item.question.gold_sql  # HDSP's feedback mode compares with the gold (paper)
+        database: Database = item.question.database
+        try:
+            with transaction.atomic():
+                session = session_services.session_create(
+                    database=database, question=item.question.question, evidence=item.question.evidence,
+                    strategy=run.strategy, options=options, exemplar_set_version=version, endpoint=endpoint)
+                # Claim the item; a concurrent dispatcher that got there first wins and this session is dropped.
+                if not RunItem.objects.filter(pk=item.pk, session__isnull=True).update(session=session):
+                    transaction.set_rollback(True)
+                    continue
+        except ValidationError as exc:
+            item.prediction_note = "not run: " + " ".join(exc.messages)
+            item.save(update_fields=["prediction_note"])
+            continue
+        active += 1
+        capacity -= 1
+    if active or not_yet:
+        return True
+    run_evaluate(run=run)
+    return False
+
+
+def runs_revive_dispatch(*, idle_s: float = 30) -> list[int]:
+    """Agent runs whose dispatcher stopped polling (its worker died): start polling again."""
+    cutoff = timezone.now() - timedelta(seconds=idle_s)
+    stale = list(Run.objects.filter(source=Run.Source.AGENT, status=Run.Status.RUNNING)
+                 .filter(Q(dispatched_at__lt=cutoff) | Q(dispatched_at__isnull=True))
+                 .values_list("pk", flat=True))
+    from annotations.tasks import dispatch_run
+
+    for pk in stale:
+        dispatch_run.delay(pk)
+    return stale
+
+
+def run_cancel(*, run: Run) -> Run:
+    from agent.services import sessions as session_services
+
+    Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.CANCELLED)
+    for item in run.items.select_related("session").filter(session__status__in=UNFINISHED_SESSION):
+        session_services.session_cancel(session=item.session)
+    run.refresh_from_db()
+    return run
+
+
+def run_resume(*, run: Run) -> Run:
+    """Start again only what is missing: questions never run, and those whose session failed or was cancelled."""
+    retry = run.items.filter(predicted_sql="").filter(
+        Q(session__isnull=True) | Q(session__status__in=RETRYABLE_SESSION))
+    retry.update(session=None, prediction_note="", eval_status="", ex=None)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, error="")
+    run.refresh_from_db()
+    _dispatch_after_commit(run)
+    return run
+
+
+def run_progress(*, run: Run) -> dict[str, Any]:
+    """Done / total, and an ETA from the average session time so far and the concurrency."""
+    agg = run.items.aggregate(
+        total=Count("id"),
+        finished=Count("id", filter=~Q(predicted_sql="") | ~Q(prediction_note="")),
+        active=Count("id", filter=Q(session__status__in=UNFINISHED_SESSION)),
+        avg_ms=Avg("session__elapsed_ms"))
+    remaining = agg["total"] - agg["finished"]
+    concurrency = max(1, run.config.get("max_concurrency", DEFAULT_RUN_CONCURRENCY))
+    eta = (remaining * agg["avg_ms"] / 1000 / concurrency) if agg["avg_ms"] and remaining else None
+    agg["percent"] = round(100 * agg["finished"] / agg["total"]) if agg["total"] else 100
+    agg["eta_s"] = eta
+    return agg

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import difflib
+
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from annotations.runs import selectors, services
+from annotations.runs.forms import CompareForm, DatasetImportForm, PredictionImportForm, RunLaunchForm
+from annotations.runs.models import Dataset, Run, RunItem
+
+
+def dataset_list(request: HttpRequest) -> HttpResponse:
+    form = DatasetImportForm(request.POST or None)
+    if request.method == "POST":
+        if not request.user.has_perm("annotations.add_dataset"):
+            messages.error(request, "Only staff can import datasets (it reads files on the server).")
+        elif form.is_valid():
+            try:
+                dataset = services.dataset_import(**form.cleaned_data)
+            except ValidationError as exc:
+                form.add_error(None, " ".join(exc.messages))
+            else:
+                messages.success(request, f"Imported {dataset.question_count} questions.")
+                return redirect(dataset)
+    return render(request, "annotations/runs/dataset_list.html",
+                  {"datasets": Dataset.objects.all(), "form": form})
+
+
+def dataset_detail(request: HttpRequest, name: str) -> HttpResponse:
+    dataset = get_object_or_404(Dataset, name=name)
+    form = PredictionImportForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = services.run_import_predictions(
+                dataset=dataset, text=form.cleaned_data["file"], fmt=form.cleaned_data["format"],
+                name=form.cleaned_data["name"], source_file=request.FILES["file"].name, user=request.user)
+        except ValidationError as exc:
+            form.add_error("file", " ".join(exc.messages))
+        else:
+            from annotations.tasks import evaluate_run
+
+            evaluate_run.delay_on_commit(run.pk)
+            messages.success(request, f"Imported; {len(run.import_issues)} lines could not be used. Evaluating…")
+            return redirect(run)
+    launch = RunLaunchForm(prefix="launch")
+    by_db = dataset.questions.values("db_id", "database__name").order_by("db_id")
+    databases: dict[str, dict] = {}
+    for row in by_db:
+        entry = databases.setdefault(row["db_id"], {"db_id": row["db_id"], "registered": row["database__name"],
+                                                    "questions": 0})
+        entry["questions"] += 1
+    return render(request, "annotations/runs/dataset_detail.html", {
+        "dataset": dataset, "form": form, "launch": launch, "databases": databases.values(),
+        "runs": dataset.runs.all()})
+
+
+@require_POST
+def run_launch(request: HttpRequest, name: str) -> HttpResponse:
+    dataset = get_object_or_404(Dataset, name=name)
+    form = RunLaunchForm(request.POST, prefix="launch")
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = services.run_create_agent(
+                dataset=dataset, name=data["name"], strategy=data["strategy"], user=request.user,
+                exemplar_set_version=data["exemplar_set_version"], db_ids=data["db_ids"], limit=data["limit"],
+                max_concurrency=data["max_concurrency"], spend_cap=data["spend_cap"])
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+        else:
+            return redirect(run)
+    else:
+        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+    return redirect(dataset)
+
+
+@require_POST
+def run_control(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    run = get_object_or_404(Run, pk=pk)
+    if run.created_by_id not in (None, request.user.pk) and not request.user.is_staff:
+        messages.error(request, "Only the person who started this run, or staff, can change it.")
+    elif action == "cancel":
+        services.run_cancel(run=run)
+        messages.info(request, "Run cancelled; running sessions stop after their current step.")
+    elif action == "resume" and run.source == Run.Source.AGENT:
+        services.run_resume(run=run)
+        messages.info(request, "Resumed: only missing and failed questions run again.")
+    return redirect(run)
+
+
+def run_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "annotations/runs/run_list.html",
+                  {"runs": Run.objects.select_related("dataset", "created_by"), "compare": CompareForm()})
+
+
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("dataset"), pk=pk)
+    filters = {k: request.GET.get(k, "") for k in ("outcome", "db_id", "difficulty", "tables")}
+    page = Paginator(selectors.run_items(run=run, **filters), 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {"run": run, "summary": selectors.run_summary(run=run), "page": page, "filters": filters,
+               "query": query.urlencode(),
+               "progress": services.run_progress(run=run) if run.source == Run.Source.AGENT else None}
+    if request.htmx and request.GET.get("poll"):
+        response = render(request, "annotations/runs/partials/run_status.html", context)
+        if run.status not in (Run.Status.PENDING, Run.Status.RUNNING, Run.Status.EVALUATING):
+            response["HX-Refresh"] = "true"  # figures are ready: show the whole page
+        return response
+    return render(request, "annotations/runs/run_detail.html", context)
+
+
+def run_item(request: HttpRequest, pk: int, item_id: int) -> HttpResponse:
+    item = get_object_or_404(RunItem.objects.select_related("run__dataset", "question__database", "session"),
+                             pk=item_id, run_id=pk)
+    results = selectors.run_item_with_results(item=item)
+    diff = "\n".join(difflib.unified_diff(item.question.gold_sql.split(), (item.predicted_sql or "").split(),
+                                          "gold", "predicted", lineterm="", n=100))
+    neighbours = selectors.run_items(run=item.run).values_list("id", flat=True)
+    ids = list(neighbours)
+    position = ids.index(item.pk)
+    return render(request, "annotations/runs/run_item.html", {
+        "item": item, "run": item.run, "results": results, "diff": diff,
+        "previous": ids[position - 1] if position else None,
+        "next": ids[position + 1] if position + 1 < len(ids) else None})
+
+
+@require_POST
+@permission_required("annotations.change_run", raise_exception=True)
+def run_reevaluate(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=pk)
+    from annotations.tasks import evaluate_run
+
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.EVALUATING)
+    evaluate_run.delay(run.pk)
+    messages.info(request, "Evaluation queued.")
+    return redirect(run)
+
+
+def run_compare(request: HttpRequest) -> HttpResponse:
+    form = CompareForm(request.GET or None)
+    comparison = None
+    if form.is_valid():
+        comparison = selectors.run_compare(a=form.cleaned_data["a"], b=form.cleaned_data["b"])
+        kind = request.GET.get("kind")
+        if kind:
+            comparison["pairs"] = [p for p in comparison["pairs"] if p["kind"] == kind]
+    return render(request, "annotations/runs/run_compare.html", {"form": form, "comparison": comparison,
+                                                                 "kind": request.GET.get("kind", "")})

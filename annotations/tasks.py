@@ -1,0 +1,26 @@
+"""Celery tasks of the annotations app: ids in, a service call, nothing returned."""
+
+from celery import shared_task
+
+from annotations.runs import services
+from annotations.runs.models import Run
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def evaluate_run(run_id: int) -> None:
+    run = Run.objects.filter(pk=run_id).select_related("dataset").first()
+    if run is not None:
+        services.run_evaluate(run=run)
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def dispatch_run(self, run_id: int) -> None:
+    # Polls while sessions are in flight; each poll is short, so a dead worker loses at most one poll.
+    run = Run.objects.filter(pk=run_id).first()
+    if run is not None and services.run_dispatch(run=run):
+        self.apply_async((run_id,), countdown=2)
+
+
+@shared_task(ignore_result=True)
+def revive_run_dispatchers() -> None:
+    services.runs_revive_dispatch()
