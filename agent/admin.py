@@ -28,7 +28,7 @@ class DatabaseAdmin(admin.ModelAdmin):
 
         from agent.tasks import refresh_database
 
-        transaction.on_commit(lambda: refresh_database.delay(obj.pk))
+        transaction.on_commit(lambda: refresh_database.delay(obj.pk, force=True))
 
 
 @admin.register(LLMEndpoint)

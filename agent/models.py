@@ -71,6 +71,9 @@ class Database(models.Model):
     index_status = models.CharField(max_length=20, choices=IndexStatus.choices, default=IndexStatus.NONE)
     index_manifest = models.JSONField(null=True, blank=True, editable=False)
     index_error = models.TextField(blank=True, editable=False)
+    column_descriptions = models.JSONField(
+        default=dict, blank=True,
+        help_text='{"table.column": "description"}: fed to SearchColumn (BIRD imports fill it from database_description).')
     column_backend = models.CharField(
         max_length=40, default="bm25", help_text="Ranking used by SearchColumn: bm25 (no model) or an embedding backend."
     )
@@ -99,6 +102,10 @@ class Database(models.Model):
     @property
     def display_location(self) -> str:
         return mask_dsn(self.location) if self.engine == self.Engine.POSTGRESQL else self.location
+
+    def descriptions(self) -> dict[tuple[str, str], str]:
+        return {tuple(key.split(".", 1)): text for key, text in (self.column_descriptions or {}).items()
+                if "." in key and text}
 
     def schema_info(self) -> SchemaInfo | None:
         return SchemaInfo.from_dict(self.schema) if self.schema else None

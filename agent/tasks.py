@@ -9,10 +9,10 @@ from agent.services import sessions
 
 
 @shared_task(acks_late=True, ignore_result=True)
-def refresh_database(database_id: int) -> None:
+def refresh_database(database_id: int, force: bool = False) -> None:
     database = Database.objects.filter(pk=database_id).first()
     if database is not None:
-        services.database_refresh(database=database)
+        services.database_refresh(database=database, force=force)
 
 
 # acks_late + idempotent service: a re-delivered session resumes from its stored turns.

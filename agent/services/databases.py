@@ -44,7 +44,7 @@ def open_connector(database: Database, *, limits: Limits | None = None) -> Conne
 
 def database_register(
     *, name: str, location: str, description: str = "", engine: str | None = None, is_demo: bool = False,
-    refresh: str = "async",
+    column_descriptions: dict[str, str] | None = None, refresh: str = "async",
 ) -> Database:
     """Register (or re-point) a target database and schedule its introspection.
 
@@ -55,6 +55,9 @@ def database_register(
     location = _normalise_location(engine, location)
     database = Database.objects.filter(name=name).first() or Database(name=name)
     changed = database.pk is None or database.location != location or database.engine != engine
+    if column_descriptions is not None and column_descriptions != database.column_descriptions:
+        database.column_descriptions = column_descriptions
+        changed = True
     database.engine = engine
     database.location = location
     if description or database.pk is None:
@@ -69,9 +72,10 @@ def database_register(
         if refresh == "async" and changed:
             from agent.tasks import refresh_database
 
-            transaction.on_commit(lambda: refresh_database.delay(database.pk))
+            # force: new descriptions change the column index even when the target file did not change
+            transaction.on_commit(lambda: refresh_database.delay(database.pk, force=True))
     if refresh == "sync" and (changed or database.status != Database.Status.READY):
-        database_refresh(database=database)
+        database_refresh(database=database, force=changed)
     return database
 
 
@@ -153,7 +157,8 @@ def database_build_indexes(*, database: Database, schema=None, force: bool = Fal
                 database.save(update_fields=["index_status", "index_manifest", "index_error", "updated_at"])
                 return database
             Database.objects.filter(pk=database.pk).update(index_status=Database.IndexStatus.BUILDING)
-            manifest = build_indexes(conn, index_dir, schema=schema, column_backend=database.column_backend)
+            manifest = build_indexes(conn, index_dir, schema=schema, column_backend=database.column_backend,
+                                     descriptions=database.descriptions())
     except (SQLError, BackendUnavailable, OSError, ValueError) as exc:
         database.index_status = Database.IndexStatus.FAILED
         database.index_error = f"{type(exc).__name__}: {exc}"

@@ -118,6 +118,10 @@ class RunItem(models.Model):
     gold_rows = models.IntegerField(null=True, blank=True)
     pred_rows = models.IntegerField(null=True, blank=True)
     pred_ms = models.FloatField(null=True, blank=True)
+    f_nc = models.FloatField(null=True, blank=True, help_text="HDSP's normalised closeness of predicted to gold SQL.")
+    f_sc = models.SmallIntegerField(null=True, blank=True,
+                                    help_text="HDSP's result-type check (1 ok, 0 not); only when the strategy asked "
+                                              "the LLM for the expected answer type.")
 
     class Meta:
         ordering = ["run", "question__index"]

@@ -28,6 +28,7 @@ from annotations.evaluation import (
     parse_bird_predictions,
     parse_spider_predictions,
 )
+from annotations.evaluation.quality import f_nc
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
 
 logger = logging.getLogger(__name__)
@@ -106,10 +107,11 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
         sqlite = db_root / db_id / f"{db_id}.sqlite" if db_root else None
         existing = Database.objects.filter(name=db_id).first()
         if sqlite is not None and sqlite.is_file() and register_databases:
-            if existing is None or existing.location != str(sqlite):
+            descriptions = {f"{t}.{c}": d for (t, c), d in _descriptions(sqlite.parent).items()}
+            if existing is None or existing.location != str(sqlite) or existing.column_descriptions != descriptions:
                 existing = agent_services.database_register(
                     name=db_id, location=str(sqlite), description=f"{kind} database {db_id}",
-                    refresh="sync" if build_indexes else "async")
+                    column_descriptions=descriptions, refresh="sync" if build_indexes else "async")
         databases[db_id] = existing if existing is not None and (sqlite is None or sqlite.is_file()) else None
     with transaction.atomic():
         dataset, _ = Dataset.objects.update_or_create(
@@ -195,18 +197,33 @@ def run_evaluate(*, run: Run, workers: int = 2) -> Run:
         run.refresh_from_db()
         return run
     by_index = {r.index: r for r in report.per_question}
+    feedback = _hdsp_feedback(items)
     for item in items:
         r = by_index[item.question.index]
         item.eval_status, item.ex, item.soft_f1 = r.status.value, r.ex, r.soft_f1
         item.error, item.gold_rows, item.pred_rows, item.pred_ms = r.error[:2000], r.gold_rows, r.pred_rows, r.pred_ms
+        item.f_nc = round(f_nc(item.predicted_sql, item.question.gold_sql), 4) if item.predicted_sql else None
+        item.f_sc = feedback.get(item.session_id)
     RunItem.objects.bulk_update(items, ["eval_status", "ex", "soft_f1", "error", "gold_rows", "pred_rows",
-                                        "pred_ms"], batch_size=500)
+                                        "pred_ms", "f_nc", "f_sc"], batch_size=500)
     run.totals = _aggregate_dict(report.totals)
     run.breakdowns = {"difficulty": {k: _aggregate_dict(v) for k, v in report.by_difficulty.items()},
                       "tables": {k: _aggregate_dict(v) for k, v in report.by_tables.items()}}
     run.status, run.error, run.evaluated_at = Run.Status.DONE, "", timezone.now()
     run.save(update_fields=["totals", "breakdowns", "status", "error", "evaluated_at"])
     return run
+
+
+def _hdsp_feedback(items: Sequence[RunItem]) -> dict[int, int]:
+    """f_sc from the last feedback turn of each HDSP session (the LLM's expected answer type vs the result)."""
+    from agent.models import Turn
+
+    session_ids = [i.session_id for i in items if i.session_id]
+    out: dict[int, int] = {}
+    for turn in Turn.objects.filter(session_id__in=session_ids, kind="feedback").order_by("session_id", "index"):
+        if isinstance(turn.extra, dict) and turn.extra.get("f_sc") is not None:
+            out[turn.session_id] = int(turn.extra["f_sc"])
+    return out
 
 
 def _aggregate_dict(agg) -> dict[str, Any]:

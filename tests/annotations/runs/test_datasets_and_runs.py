@@ -43,6 +43,8 @@ def test_gold_as_predictions_scores_100_percent_over_the_972_executable(spider_d
     run = services.run_evaluate(run=run)
     assert run.totals["ex"] == 100.0 and run.totals["scored"] == 972 and run.totals["questions"] == 1034
     assert run.totals["status_counts"]["not_executable"] == 62
+    # HDSP's f_nc is shown for every strategy's predictions: identical queries are 1.0
+    assert run.items.filter(f_nc=1.0).count() == 1034 and not run.items.filter(f_sc__isnull=False).exists()
 
 
 def test_malformed_lines_are_reported_with_their_line_number_and_the_rest_imported(spider_dev):
