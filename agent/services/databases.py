@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
@@ -143,11 +145,23 @@ def database_refresh(*, database: Database, force: bool = False) -> Database:
     return database_build_indexes(database=database, schema=schema, force=force)
 
 
+@contextmanager
+def _build_lock(index_dir: Path):
+    """One build per index directory at a time (two concurrent builds could delete each other's result)."""
+    index_dir.mkdir(parents=True, exist_ok=True)
+    with open(index_dir / ".build.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def database_build_indexes(*, database: Database, schema=None, force: bool = False) -> Database:
     """Build the tool indexes (column documents, value index, FK graph) unless they match the target."""
     index_dir = index_dir_for(database)
     try:
-        with open_connector(database) as conn:
+        with _build_lock(index_dir), open_connector(database) as conn:
             manifest = read_manifest(index_dir)
             if not force and manifest is not None and not is_stale(manifest, conn) \
                     and manifest.column_backend == database.column_backend:

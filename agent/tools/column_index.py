@@ -24,7 +24,7 @@ import numpy as np
 from agent.sql import SchemaInfo
 
 from .embeddings import BackendUnavailable, Embedder, make_embedder
-from .text import split_name, stemmed_tokens
+from .text import split_name, stem, stemmed_tokens, tokens
 
 COLUMNS_FILE = "columns.json"
 VECTORS_FILE = "column_vectors.npy"
@@ -99,7 +99,9 @@ class BM25:
 
 def bm25_tokens(doc: ColumnDoc) -> list[str]:
     col = stemmed_tokens(doc.column)
-    return col + col + stemmed_tokens(doc.table) + stemmed_tokens(doc.description)
+    # The identifier run together as well: people write 'countrycode' for CountryCode, 'zipcode' for zip_code.
+    joined = [stem("".join(tokens(doc.column)))] if len(col) > 1 else []
+    return col + col + joined + stemmed_tokens(doc.table) + stemmed_tokens(doc.description)
 
 
 class ColumnIndex:

@@ -99,18 +99,14 @@ def loaded_indexes(index_dir: Path, manifest: IndexManifest) -> LoadedIndexes:
         return hit
 
 
-# Signatures the agent writes (the paper's tool descriptions); bound with inspect to report misuse.
-def _search_column_sig(query: Any) -> None: ...
-def _search_value_sig(query: Any, table: Any = None, column: Any = None) -> None: ...
-def _find_shortest_path_sig(start: Any, end: Any) -> None: ...
-def _execute_sql_sig(sql: Any) -> None: ...
-
-
-_SIGNATURES: dict[str, Callable[..., None]] = {
-    "SearchColumn": _search_column_sig,
-    "SearchValue": _search_value_sig,
-    "FindShortestPath": _find_shortest_path_sig,
-    "ExecuteSQL": _execute_sql_sig,
+# Signatures the agent writes (the paper's tool descriptions), bound with inspect to report misuse.
+_ARG = inspect.Parameter.POSITIONAL_OR_KEYWORD
+_SIGNATURES: dict[str, inspect.Signature] = {
+    "SearchColumn": inspect.Signature([inspect.Parameter("query", _ARG)]),
+    "SearchValue": inspect.Signature([inspect.Parameter("query", _ARG), inspect.Parameter("table", _ARG, default=None),
+                                      inspect.Parameter("column", _ARG, default=None)]),
+    "FindShortestPath": inspect.Signature([inspect.Parameter("start", _ARG), inspect.Parameter("end", _ARG)]),
+    "ExecuteSQL": inspect.Signature([inspect.Parameter("sql", _ARG)]),
 }
 _ALIASES = {  # other names for the first argument that models (and the paper's text) use
     "SearchColumn": {"semantic": "query", "phrase": "query"},
@@ -121,7 +117,7 @@ _ALIASES = {  # other names for the first argument that models (and the paper's 
 
 def usage(name: str) -> str:
     params = []
-    for p in inspect.signature(_SIGNATURES[name]).parameters.values():
+    for p in _SIGNATURES[name].parameters.values():
         params.append(p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}")
     return f"{name}({', '.join(params)})"
 
@@ -181,11 +177,10 @@ class ToolBox:
         return replace(result, elapsed_ms=(time.perf_counter() - started) * 1000)
 
     def _dispatch(self, name: object, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> ToolResult:
-        if name not in _SIGNATURES:
+        if not isinstance(name, str) or name not in _SIGNATURES:
             guess = [t for t in TOOL_NAMES if str(name).lower().replace("_", "") == t.lower()]
             hint = f" Did you mean {guess[0]}?" if guess else ""
             raise ToolError(f"Unknown tool {name!r}.{hint} Available: {', '.join(self.tool_names)}.")
-        assert isinstance(name, str)
         if name not in self.tool_names:
             raise ToolError(f"{name} is not available here; use one of: {', '.join(self.tool_names)}.")
         if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
@@ -196,7 +191,7 @@ class ToolBox:
             raise ToolError(f"Bad keyword arguments for {usage(name)}.")
         kw = {_ALIASES.get(name, {}).get(str(k), str(k)): v for k, v in kwargs.items()}
         try:
-            bound = inspect.signature(_SIGNATURES[name]).bind(*args, **kw)
+            bound = _SIGNATURES[name].bind(*args, **kw)
         except TypeError as exc:
             raise ToolError(f"Wrong arguments for {name}: {exc}. Usage: {usage(name)}.") from None
         bound.apply_defaults()

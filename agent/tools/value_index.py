@@ -1,17 +1,17 @@
 """The cell-value index behind SearchValue: an SQLite sidecar file with FTS5, no server.
 
-Every distinct text cell of every column is stored once with its count
-(``cells``) with a CRC of its case/accent-folded form (``cells.h``, indexed,
-for equality up to case and accents) and tokenised into an FTS5 index
-(``cells_fts``, external content, ``detail=none``: we never need phrase
-positions, and it halves the size).
-Typos are handled by a symmetric-deletion table over the token vocabulary
-(``terms``/``dels``): every term of 4+ characters is stored under itself and
-each of its one-character deletions, so a query token with one edit
-(insertion, deletion, substitution, transposition) finds its vocabulary term
-with a handful of B-tree lookups instead of a scan. See
-benchmarks/results/tools.md for why this won over bm25s, rank-bm25 and a
-LIKE scan of the target.
+Every distinct text cell of every column is stored once (``cells``: value,
+row count, and a CRC of its case/accent-folded form, indexed, for equality up
+to case and accents) and tokenised into an FTS5 index (``cells_fts``,
+external content, ``detail=none``: we never need phrase positions, and it
+halves the size). Typos are handled by a symmetric-deletion table over the
+token vocabulary (``terms``/``dels``): every word of 4+ letters is stored
+under itself and each of its one-letter deletions, so a query word with one
+edit (insertion, deletion, substitution, transposition) finds its vocabulary
+word with a handful of B-tree lookups instead of a scan. Words with digits
+(codes, e-mail handles) are left out of it: one edit there makes another
+valid code. See benchmarks/results/tools.md for why this won over bm25s,
+rank-bm25 and a LIKE scan of the target.
 """
 
 from __future__ import annotations

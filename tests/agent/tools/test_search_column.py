@@ -47,3 +47,8 @@ def test_unmatched_words_say_so(toolbox: ToolBox) -> None:
 def test_sql_keywords_and_quotes_in_phrases_are_plain_words(toolbox: ToolBox) -> None:
     result = toolbox.run("SearchColumn", ["name' OR '1'='1"])
     assert result.ok and result.observation.startswith("'name'' OR ''1''=''1':")
+
+
+def test_identifier_written_as_one_word_is_found(toolbox: ToolBox) -> None:
+    assert toolbox.run("SearchColumn", ["cityname"]).observation.splitlines()[1].startswith(
+        '- "Stage Venue".CityName TEXT')

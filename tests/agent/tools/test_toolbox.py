@@ -32,10 +32,11 @@ from agent.tools.toolbox import loaded_indexes
     ("ExecuteSQL", (None,), {}, "ExecuteSQL needs one SQL query"),
     ("searchvalue", ("a",), {}, "Did you mean SearchValue?"),
     ("Done", (), {}, "Unknown tool 'Done'"),
+    (["SearchValue"], (), {}, "Unknown tool ['SearchValue']"),
 ])
-def test_bad_calls_return_a_helpful_observation(toolbox: ToolBox, name: str, args: tuple[object, ...],
+def test_bad_calls_return_a_helpful_observation(toolbox: ToolBox, name: object, args: tuple[object, ...],
                                                  kwargs: dict[str, object], expected: str) -> None:
-    result = toolbox.run(name, args, kwargs)
+    result = toolbox.run(name, args, kwargs)  # type: ignore[arg-type]
     assert not result.ok
     assert expected in result.observation
     assert len(result.observation) < 300
