@@ -2,7 +2,7 @@ import pytest
 
 from annotations.exemplars import selectors
 from annotations.models import Exemplar, ExemplarSetVersion
-from tests.browser import browser, log_in, page  # noqa: F401 (fixtures)
+from tests.browser import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -12,7 +12,7 @@ def settled(pg) -> None:
     pg.wait_for_function("!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')")
 
 
-def test_add_step_run_and_save(page, live_server, user, demo_database, tmp_path):  # noqa: F811
+def test_add_step_run_and_save(page, live_server, user, demo_database, tmp_path):
     log_in(page, live_server, "ana", "pw-ana-123")
     page.goto(f"{live_server.url}/exemplars/")
     page.fill("#new-exemplar textarea[name=question]", "How many albums has AC/DC?")
@@ -71,7 +71,7 @@ def test_add_step_run_and_save(page, live_server, user, demo_database, tmp_path)
         "SearchValue", "ExecuteSQL", "Done"]
 
 
-def test_build_a_two_shot_set_publish_and_preview_in_the_browser(page, live_server, staff, demo_database,  # noqa: F811
+def test_build_a_two_shot_set_publish_and_preview_in_the_browser(page, live_server, staff, demo_database,
                                                                  build_exemplar, tmp_path):
     # A one-person install: the superuser authors, self-approves (recorded as such) and publishes.
     shots = []
