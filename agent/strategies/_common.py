@@ -310,3 +310,18 @@ def preview(strategy: Strategy, ctx: SessionContext, previous_turns: Sequence[Tu
     except _PreviewDone as done:
         return done.messages
     return []
+
+
+class ConfigBase:
+    """Snapshot helpers shared by the strategies' frozen config dataclasses (model and sampling fields)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return config_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Any:
+        return config_from_dict(cls, d)
+
+    @property
+    def params(self) -> LLMParams:
+        return LLMParams(self.model, self.temperature, self.top_p, self.max_tokens)  # type: ignore[attr-defined]

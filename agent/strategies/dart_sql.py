@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,13 +37,11 @@ from agent.tools.base import ToolRunner
 from agent.tools.text import ident, sql_literal, stemmed_tokens
 
 from ._common import (
-    LLMParams,
+    ConfigBase,
     Stop,
     TurnLog,
     ask,
     check_positive,
-    config_from_dict,
-    config_to_dict,
     create_table_text,
     dialect,
     executed,
@@ -96,7 +94,7 @@ _COLUMN_ERRORS = (
 
 
 @dataclass(frozen=True)
-class DartSQLConfig:
+class DartSQLConfig(ConfigBase):
     """Paper defaults: K=5 rewrite rows, N=15 context rows, 3 refinements, M=15 result rows."""
 
     model: str | None = None
@@ -125,16 +123,6 @@ class DartSQLConfig:
         if not 0.0 <= self.relevant_fraction <= 1.0:
             raise ValueError("relevant_fraction must be between 0 and 1")
 
-    def to_dict(self) -> dict[str, Any]:
-        return config_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> DartSQLConfig:
-        return config_from_dict(cls, d)
-
-    @property
-    def params(self) -> LLMParams:
-        return LLMParams(self.model, self.temperature, self.top_p, self.max_tokens)
 
 
 class DartSQL(Strategy):

@@ -21,7 +21,7 @@ Where this implementation departs from the paper, and why: ``SUBSTITUTIONS``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,13 +38,11 @@ from annotations.evaluation.quality import (
 )
 
 from ._common import (
-    LLMParams,
+    ConfigBase,
     Stop,
     TurnLog,
     ask,
     check_positive,
-    config_from_dict,
-    config_to_dict,
     create_table_text,
     dialect,
     extract_sql,
@@ -105,7 +103,7 @@ _TYPE_HELP = (
 
 
 @dataclass(frozen=True)
-class HDSPConfig:
+class HDSPConfig(ConfigBase):
     """``feedback`` False runs the 8-step prompt alone. ``gold_sql`` is set per question by benchmark
     runs (see the module docstring); ``t_nc`` is the f_nc threshold of eqs. 4 and 5."""
 
@@ -125,16 +123,6 @@ class HDSPConfig:
         if self.gold_sql is not None and not self.gold_sql.strip():
             object.__setattr__(self, "gold_sql", None)
 
-    def to_dict(self) -> dict[str, Any]:
-        return config_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> HDSPConfig:
-        return config_from_dict(cls, d)
-
-    @property
-    def params(self) -> LLMParams:
-        return LLMParams(self.model, self.temperature, self.top_p, self.max_tokens)
 
 
 class HDSP(Strategy):

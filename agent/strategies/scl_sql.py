@@ -36,13 +36,11 @@ from agent.llm import ChatModel, Message
 from agent.tools.base import ToolRunner
 
 from ._common import (
-    LLMParams,
+    ConfigBase,
     Stop,
     TurnLog,
     ask,
     check_positive,
-    config_from_dict,
-    config_to_dict,
     create_table_text,
     dialect,
     executed,
@@ -88,7 +86,7 @@ _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
 @dataclass(frozen=True)
-class SCLSQLConfig:
+class SCLSQLConfig(ConfigBase):
     """Paper defaults (section 3.1): P0=3 positives, L=3 loops, alpha=1, temperature 0.1."""
 
     model: str | None = None
@@ -117,16 +115,6 @@ class SCLSQLConfig:
         pool = tuple((str(q), str(s)) for q, s in self.example_pool)
         object.__setattr__(self, "example_pool", pool)
 
-    def to_dict(self) -> dict[str, Any]:
-        return config_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SCLSQLConfig:
-        return config_from_dict(cls, d)
-
-    @property
-    def params(self) -> LLMParams:
-        return LLMParams(self.model, self.temperature, self.top_p, self.max_tokens)
 
 
 class SCLSQL(Strategy):
