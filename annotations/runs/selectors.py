@@ -43,7 +43,16 @@ def run_agent_figures(*, run: Run) -> dict[str, Any] | None:
         seconds=Avg("session__elapsed_ms"))
     agg["cost_per_case"] = (agg["cost"] / agg["cases"]) if agg["cost"] is not None and agg["cases"] else None
     agg["seconds"] = agg["seconds"] / 1000 if agg["seconds"] is not None else None
+    agg["tokens"] = (agg["prompt"] or 0) + (agg["completion"] or 0)
     return agg
+
+
+def dataset_run_table(*, dataset) -> list[dict[str, Any]]:
+    """Every run of a dataset side by side: EX, Soft-F1 and, for our strategies, cost figures per question."""
+    rows = []
+    for run in dataset.runs.order_by("-created_at"):
+        rows.append({"run": run, "totals": run.totals or {}, "agent": run_agent_figures(run=run)})
+    return rows
 
 
 def run_summary(*, run: Run) -> dict[str, Any]:

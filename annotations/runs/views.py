@@ -57,7 +57,7 @@ def dataset_detail(request: HttpRequest, name: str) -> HttpResponse:
         entry["questions"] += 1
     return render(request, "annotations/runs/dataset_detail.html", {
         "dataset": dataset, "form": form, "launch": launch, "databases": databases.values(),
-        "runs": dataset.runs.all()})
+        "run_table": selectors.dataset_run_table(dataset=dataset)})
 
 
 @require_POST

@@ -30,7 +30,8 @@ def drive(run):
     return peak
 
 
-def test_agent_run_over_a_sample_is_dispatched_within_its_concurrency_and_evaluated(spider_dev, replay_llm):
+def test_agent_run_over_a_sample_is_dispatched_within_its_concurrency_and_evaluated(spider_dev, replay_llm,
+                                                                                   user_client):
     from agent import services as agent_services
     from agent.models import Database
 
@@ -56,6 +57,9 @@ def test_agent_run_over_a_sample_is_dispatched_within_its_concurrency_and_evalua
     assert run.totals["correct"] == 1 and run.totals["scored"] == 3
     agent = selectors.run_summary(run=run)["agent"]
     assert agent["cases"] == 3 and agent["rounds"] > 0
+    # The dataset page lists its runs side by side with their per-question cost figures.
+    page = user_client.get(spider_dev.get_absolute_url()).content.decode()
+    assert f"#{run.pk} sample" in page and "33.33%" in page and "LLM calls per question" in page
 
 
 def test_resume_reruns_only_failed_questions(spider_dev, replay_llm):
