@@ -186,6 +186,8 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
 # --- t2s-studio's own knobs (read through t2s_site.conf.studio_settings) ------------
 T2S = {
     "INDEX_DIR": Path(os.environ.get("T2S_INDEX_DIR", VAR_DIR / "indexes")),
+    # Gold query results, keyed by database fingerprint and SQL: computed once, reused by every evaluation.
+    "GOLD_CACHE_DIR": Path(os.environ.get("T2S_GOLD_CACHE_DIR", VAR_DIR / "gold-cache")),
     "DEMO_DATABASE": BASE_DIR / "agent" / "demo" / "chinook.sqlite",
     "SHARED_DIR": Path(os.environ.get("T2S_SHARED_DIR", BASE_DIR.parent / "shared")),
     "QUERY_TIMEOUT_S": float(os.environ.get("T2S_QUERY_TIMEOUT_S", "10")),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import lru_cache
 from typing import Any
 
 from django.db.models import Avg, Count, Q, Sum
@@ -47,6 +48,44 @@ def run_agent_figures(*, run: Run) -> dict[str, Any] | None:
     return agg
 
 
+@lru_cache(maxsize=32)
+def _value_flags(dataset_id: int, version: str) -> dict[int, tuple[bool, bool]]:
+    from annotations.evaluation import constraint_values
+    from annotations.runs.models import DatasetQuestion
+
+    flags = {}
+    for index, question, sql in DatasetQuestion.objects.filter(dataset_id=dataset_id).values_list(
+            "index", "question", "gold_sql"):
+        values = constraint_values(sql)
+        folded = question.casefold()
+        flags[index] = (bool(values), bool(values) and all(v.casefold() in folded for v in values))
+    return flags
+
+
+def cell_value_figures(*, run: Run) -> dict[str, Any]:
+    """The paper's Table 1 for the run's questions (CVR, CVCR), and EX with and without value constraints.
+
+    Our reading of the paper's one-line definitions (see BENCHMARKS.md): a question has value constraints when
+    its gold SQL compares a column with a string value; covered when every such value occurs in the question.
+    """
+    flags = _value_flags(run.dataset_id, run.dataset.updated_at.isoformat())
+    groups: dict[str, list[int]] = {"with values": [], "without values": [], "values named in the question": [],
+                                    "values not named": []}
+    for index, ex, status in run.items.values_list("question__index", "ex", "eval_status"):
+        has, covered = flags.get(index, (False, False))
+        if status not in SCORED:
+            continue
+        groups["with values" if has else "without values"].append(bool(ex))
+        if has:
+            groups["values named in the question" if covered else "values not named"].append(bool(ex))
+    questions = len(flags)
+    with_values = sum(1 for has, _ in flags.values() if has)
+    covered = sum(1 for has, cov in flags.values() if has and cov)
+    rows = [{"key": k, "questions": len(v), "scored": len(v), "correct": sum(v), "ex": _rate(sum(v), len(v))}
+            for k, v in groups.items()]
+    return {"cvr": _rate(with_values, questions), "cvcr": _rate(covered, with_values), "rows": rows}
+
+
 def dataset_run_table(*, dataset) -> list[dict[str, Any]]:
     """Every run of a dataset side by side: EX, Soft-F1 and, for our strategies, cost figures per question."""
     rows = []
@@ -64,6 +103,7 @@ def run_summary(*, run: Run) -> dict[str, Any]:
         "by_tables": _ordered(breakdowns.get("tables", {}), TABLE_ORDER),
         "by_database": run_by_database(run=run),
         "agent": run_agent_figures(run=run),
+        "cell_values": cell_value_figures(run=run) if run.totals else None,
         "import_issues": run.import_issues,
     }
 

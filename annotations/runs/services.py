@@ -30,6 +30,7 @@ from annotations.evaluation import (
 )
 from annotations.evaluation.quality import f_nc
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
+from t2s_site.conf import studio_settings
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +191,7 @@ def run_evaluate(*, run: Run, workers: int = 2) -> Run:
                            pred_note=it.prediction_note) for it in items]
     try:
         report = evaluate(eval_items, mode=run.dataset.eval_mode, db_resolver=db_resolver_for(run.dataset),
-                          workers=workers)
+                          workers=workers, cache_dir=studio_settings.GOLD_CACHE_DIR)
     except Exception as exc:  # the run keeps its predictions; the failure is shown on it
         logger.exception("evaluation of run %s failed", run.pk)
         Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED, error=f"Evaluation failed: {exc}")

@@ -125,3 +125,14 @@ def test_jsonl_dataset_with_its_own_databases(tmp_path, make_sqlite):
         (folder / "bad.jsonl").write_text(json.dumps({"question": "q"}) + "\n")
         services.dataset_import(kind="jsonl", path=folder / "bad.jsonl", name="bad")
     assert not Dataset.objects.filter(name="bad").exists()
+
+
+def test_run_page_shows_the_papers_cell_value_figures(user_client, spider_dev):
+    run = services.run_evaluate(run=services.run_import_predictions(
+        dataset=spider_dev, text=predictions(), fmt="spider", name="gold"))
+    figures = selectors.cell_value_figures(run=run)
+    assert figures["cvr"] == pytest.approx(32.50, abs=0.01) and figures["cvcr"] == pytest.approx(97.32, abs=0.01)
+    by_key = {r["key"]: r for r in figures["rows"]}
+    assert by_key["with values"]["ex"] == 100.0
+    assert by_key["with values"]["scored"] + by_key["without values"]["scored"] == 972
+    assert "CVR 32.50%" in user_client.get(run.get_absolute_url()).content.decode()
