@@ -57,3 +57,14 @@ def test_bird_predictions_are_scored_with_set_semantics_and_difficulty_buckets(b
                                                                     name="bird run"))
     assert run.totals["ex"] == 50.0 and run.totals["soft_f1"] is not None
     assert set(run.breakdowns["difficulty"]) == {"simple", "moderate"}
+
+
+def test_csv_dataset_with_an_existing_registered_database(tmp_path, demo_database):
+    path = tmp_path / "questions.csv"
+    path.write_text("question,sql,database\nHow many artists?,SELECT count(*) FROM Artist,chinook\n"
+                    "Longest track?,SELECT Name FROM Track ORDER BY Milliseconds DESC LIMIT 1,chinook\n")
+    dataset = services.dataset_import(kind="jsonl", path=path, name="music questions")
+    assert dataset.question_count == 2 and dataset.executable_count == 2
+    run = services.run_evaluate(run=services.run_import_predictions(
+        dataset=dataset, text="SELECT count(*) FROM Artist\nSELECT 1\n", fmt="spider", name="half"))
+    assert run.totals["ex"] == 50.0
