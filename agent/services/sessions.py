@@ -157,14 +157,16 @@ def _version_snapshot(version) -> dict[str, Any] | None:
             "exemplars": len(version.exemplars)}
 
 
-def _exemplars(config: Mapping[str, Any]) -> tuple:
+def _exemplars(config: Mapping[str, Any]) -> tuple[tuple, str | None]:
+    """The version's trajectories and its own tool description (None: the agent's generated one)."""
     snapshot = config.get("exemplar_set_version")
     if not snapshot:
-        return ()
+        return (), None
     from annotations.exemplars.selectors import exemplars_for_version
     from annotations.models import ExemplarSetVersion
 
-    return exemplars_for_version(ExemplarSetVersion.objects.get(pk=snapshot["id"]))
+    version = ExemplarSetVersion.objects.get(pk=snapshot["id"])
+    return exemplars_for_version(version), version.tool_description or None
 
 
 def session_enqueue(*, session: AgentSession) -> None:
@@ -299,8 +301,9 @@ def session_execute(*, session_id: int) -> None:
         strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
         tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", TOOL_NAMES))
         llm = llm_client_from_snapshot(session.config["llm"])
+        exemplars, custom_tools_text = _exemplars(session.config)
         ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
-                             exemplars=_exemplars(session.config))
+                             exemplars=exemplars, tool_description=custom_tools_text)
         last_messages = list(previous[-1].messages) if previous else []
         deadline = started + float(studio_settings.SESSION_MAX_SECONDS)
 

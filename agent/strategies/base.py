@@ -47,6 +47,7 @@ class SessionContext:
     schema: SchemaInfo
     evidence: str | None = None
     exemplars: tuple[Exemplar, ...] = ()
+    tool_description: str | None = None  # an exemplar set version's own text, sent instead of ours
 
 
 @dataclass(frozen=True)

@@ -218,8 +218,15 @@ def render_exemplar(exemplar: Exemplar, *, use_evidence: bool) -> str:
 
 
 def system_prompt(exemplars: Sequence[Exemplar], *, enabled_tools: Sequence[str] | None = None,
-                  dialect: str = "SQLite", use_evidence: bool = False) -> str:
-    parts = [tool_description(enabled_tools, dialect=dialect, use_evidence=use_evidence)]
+                  dialect: str = "SQLite", use_evidence: bool = False,
+                  custom_tool_description: str | None = None) -> str:
+    """Tool description + exemplars. A custom description (e.g. an exemplar set's, like the paper's
+    tool_desc.txt) replaces ours only when every tool is enabled: it would describe a switched-off tool."""
+    custom = (custom_tool_description or "").strip()
+    if custom and enabled_tool_names(enabled_tools) == enabled_tool_names(None):
+        parts = [custom]
+    else:
+        parts = [tool_description(enabled_tools, dialect=dialect, use_evidence=use_evidence)]
     if exemplars:
         parts.append("Here are some examples:")
         for i, ex in enumerate(exemplars, 1):
@@ -248,6 +255,7 @@ def build_messages(
     use_evidence: bool = False,
     dialect: str | None = None,
     history: Sequence[tuple[str, str]] = (),
+    custom_tool_description: str | None = None,
 ) -> list[Message]:
     """The exact messages sent to the model; ``history`` holds (assistant step text, observation) pairs.
 
@@ -258,7 +266,7 @@ def build_messages(
         dialect = dialect_label(schema.engine) if isinstance(schema, SchemaInfo) else "SQLite"
     messages = [
         Message("system", system_prompt(exemplars, enabled_tools=enabled_tools, dialect=dialect,
-                                        use_evidence=use_evidence)),
+                                        use_evidence=use_evidence, custom_tool_description=custom_tool_description)),
         Message("user", user_prompt(schema, question, evidence, use_evidence=use_evidence)),
     ]
     for step_text, observation in history:

@@ -84,7 +84,8 @@ def version_diff(old: ExemplarSetVersion, new: ExemplarSetVersion) -> list[str]:
 
 def version_token_estimate(version: ExemplarSetVersion, *, use_evidence: bool = True) -> int:
     """Estimated tokens of the system message this version contributes (an estimate, not the API's count)."""
-    return estimate_tokens(system_prompt(exemplars_for_version(version), use_evidence=use_evidence))
+    return estimate_tokens(system_prompt(exemplars_for_version(version), use_evidence=use_evidence,
+                                         custom_tool_description=version.tool_description or None))
 
 
 def exemplar_token_estimate(exemplar: Exemplar, *, use_evidence: bool = True) -> int:

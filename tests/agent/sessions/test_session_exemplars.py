@@ -34,3 +34,22 @@ def test_session_records_the_version_and_prompts_with_its_exemplars(demo_databas
     system = server.chat_requests()[0].messages[0]["content"]
     assert "How many albums has AC/DC?" in system and 'SearchValue("AC/DC")' in system
     assert session.status == "answered"
+
+
+def test_a_versions_own_tool_description_is_sent_unless_a_tool_is_switched_off(demo_database, replay_llm,
+                                                                              django_user_model):
+    author = django_user_model.objects.create_user("ana", password="pw-ana-123")
+    exemplar_set = exemplar_services.set_create(name="custom-desc", user=author)
+    version = exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[], user=author,
+                                            tool_description="CUSTOM TOOLS TEXT: use the tools wisely.")
+    server = replay_llm(["Thought: ok\nAction: Done", "Thought: ok\nAction: Done"])
+    full = sessions.session_create(database=demo_database, question="q1", exemplar_set_version=version,
+                                   enqueue=False)
+    sessions.session_execute(session_id=full.pk)
+    ablation = sessions.session_create(database=demo_database, question="q2", exemplar_set_version=version,
+                                       options={"enabled_tools": ["SearchColumn", "SearchValue", "ExecuteSQL"]},
+                                       enqueue=False)
+    sessions.session_execute(session_id=ablation.pk)
+    first, second = (r.messages[0]["content"] for r in server.chat_requests())
+    assert first.startswith("CUSTOM TOOLS TEXT")
+    assert "CUSTOM TOOLS TEXT" not in second and "FindShortestPath" not in second
