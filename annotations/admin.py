@@ -14,6 +14,12 @@ class ExemplarStepInline(admin.TabularInline):
         return False
 
 
+@admin.register(ExemplarStep)
+class ExemplarStepAdmin(admin.ModelAdmin):
+    list_display = ("exemplar", "position", "thought", "ok", "stale")
+    raw_id_fields = ("exemplar",)
+
+
 @admin.register(Exemplar)
 class ExemplarAdmin(admin.ModelAdmin):
     list_display = ("id", "question", "database", "source_database", "state", "author", "reviewer", "updated_at")
@@ -63,3 +69,6 @@ class ExemplarSetVersionAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+from annotations.labels import admin as labels_admin  # noqa: E402, F401 (registers the labels admin)
+from annotations.runs import admin as runs_admin  # noqa: E402, F401 (registers datasets and runs)

@@ -5,10 +5,12 @@ from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from agent.api import DatabaseViewSet, SessionViewSet
+from annotations.labels.api import LabelViewSet
 
 router = DefaultRouter()
 router.register("databases", DatabaseViewSet, basename="database")
 router.register("sessions", SessionViewSet, basename="session")
+router.register("labels", LabelViewSet, basename="label")
 
 urlpatterns = [
     path("token/", obtain_auth_token, name="api_token"),

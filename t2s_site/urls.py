@@ -13,5 +13,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
     path("exemplars/", include("annotations.exemplars.urls")),
     path("", include("annotations.runs.urls")),
+    path("", include("annotations.labels.urls")),
     path("", include("agent.urls")),
 ]

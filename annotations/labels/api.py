@@ -1,0 +1,98 @@
+"""REST endpoints for labels (DRF): list with filters, create, update one's own. Services enforce the rules."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotations.labels import services
+from annotations.labels.models import Category, Label
+from annotations.runs.models import RunItem
+
+
+class LabelSerializer(serializers.ModelSerializer):
+    run = serializers.IntegerField(source="item.run_id", read_only=True)
+    category_key = serializers.CharField(source="category.key", read_only=True)
+    annotator = serializers.CharField(source="annotator.get_username", read_only=True)
+    taxonomy = serializers.CharField(source="taxonomy_version.taxonomy.name", read_only=True)
+    taxonomy_version_number = serializers.IntegerField(source="taxonomy_version.number", read_only=True)
+
+    class Meta:
+        model = Label
+        fields = ["id", "run", "item", "category", "category_key", "taxonomy", "taxonomy_version_number",
+                  "annotator", "note", "corrected_sql", "corrected_ok", "corrected_row_count", "corrected_preview",
+                  "corrected_error", "is_final", "created_at", "updated_at"]
+        read_only_fields = ["corrected_ok", "corrected_row_count", "corrected_preview", "corrected_error",
+                            "is_final", "created_at", "updated_at"]
+
+
+class LabelCreateSerializer(serializers.Serializer):
+    item = serializers.PrimaryKeyRelatedField(queryset=RunItem.objects.select_related("question__database"))
+    category = serializers.PrimaryKeyRelatedField(queryset=Category.objects.all())
+    note = serializers.CharField(required=False, allow_blank=True, default="")
+    corrected_sql = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class LabelUpdateSerializer(serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True)
+    corrected_sql = serializers.CharField(required=False, allow_blank=True)
+
+
+class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                   mixins.UpdateModelMixin, viewsets.GenericViewSet):
+    """Labels. Filters: ``?run=<id>&category=<key>&annotator=<username>&item=<id>``."""
+
+    serializer_class = LabelSerializer
+
+    def get_queryset(self):
+        qs = (Label.objects.select_related("item", "category", "annotator", "taxonomy_version__taxonomy")
+              .order_by("item_id", "category__position", "id"))
+        params = self.request.query_params
+        if params.get("run", "").isdigit():
+            qs = qs.filter(item__run_id=params["run"])
+        if params.get("item", "").isdigit():
+            qs = qs.filter(item_id=params["item"])
+        if params.get("category"):
+            qs = qs.filter(category__key=params["category"])
+        if params.get("annotator"):
+            qs = qs.filter(annotator__username=params["annotator"])
+        return qs
+
+    @extend_schema(request=LabelCreateSerializer, responses={201: LabelSerializer})
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        incoming = LabelCreateSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        if Label.objects.filter(item=data["item"], category=data["category"], annotator=request.user,
+                                is_final=False).exists():
+            raise serializers.ValidationError({"category": ["You already gave this label."]})
+        try:
+            label = services.label_toggle(item=data["item"], category=data["category"], user=request.user,
+                                          note=data["note"])
+            if data["corrected_sql"]:
+                label = services.label_update(label=label, user=request.user, corrected_sql=data["corrected_sql"])
+        except DjangoPermissionDenied as exc:
+            raise PermissionDenied(str(exc)) from exc
+        except services.LabelConflict as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError({"corrected_sql": exc.messages}) from exc
+        return Response(LabelSerializer(label).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=LabelUpdateSerializer, responses={200: LabelSerializer})
+    def update(self, request: Request, *args, **kwargs) -> Response:
+        label = self.get_object()
+        incoming = LabelUpdateSerializer(data=request.data, partial=True)
+        incoming.is_valid(raise_exception=True)
+        try:
+            label = services.label_update(label=label, user=request.user, **incoming.validated_data)
+        except DjangoPermissionDenied as exc:
+            raise PermissionDenied(str(exc)) from exc
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError({"corrected_sql": exc.messages}) from exc
+        return Response(LabelSerializer(label).data)

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+from annotations.labels.models import Queue, TaxonomyVersion
+from annotations.runs.models import Run
+
+
+class QueueForm(forms.ModelForm):
+    run = forms.ModelChoiceField(queryset=Run.objects.all())
+    taxonomy_version = forms.ModelChoiceField(queryset=TaxonomyVersion.objects.select_related("taxonomy"))
+    assignees = forms.ModelMultipleChoiceField(
+        queryset=get_user_model().objects.order_by("username"), required=False,
+        help_text="Empty: anyone who may label.")
+
+    class Meta:
+        model = Queue
+        fields = ["name", "run", "taxonomy_version", "db_id", "difficulty", "join_count", "max_annotators",
+                  "assignees"]
+        labels = {"db_id": "Database", "join_count": "Join count"}
+
+
+class CorrectedGoldForm(forms.Form):
+    corrected_sql = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False, strip=True)

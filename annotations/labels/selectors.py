@@ -1,0 +1,386 @@
+"""Reads for labels: queues and progress, suggestions, agreement, dashboards, corrected EX, export rows."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+
+from annotations.labels import agreement, suggestions
+from annotations.labels.models import (
+    Category,
+    Label,
+    Queue,
+    Reservation,
+    SuggestionEvent,
+    Taxonomy,
+    TaxonomyVersion,
+)
+from annotations.runs.models import Run, RunItem
+from annotations.runs.selectors import DIFFICULTY_ORDER
+
+
+def default_taxonomy_version() -> TaxonomyVersion | None:
+    """Latest version of the seeded paper taxonomy (or of the first taxonomy there is)."""
+    taxonomy = Taxonomy.objects.filter(name="Interactive-T2S errors").first() or Taxonomy.objects.first()
+    return taxonomy.latest_version() if taxonomy else None
+
+
+def run_failures(*, run: Run) -> QuerySet[RunItem]:
+    return run.items.filter(ex=False).select_related("question").order_by("question__index")
+
+
+def queue_items(*, queue: Queue) -> QuerySet[RunItem]:
+    qs = run_failures(run=queue.run)
+    if queue.db_id:
+        qs = qs.filter(question__db_id=queue.db_id)
+    if queue.difficulty:
+        qs = qs.filter(question__difficulty=queue.difficulty)
+    if queue.join_count is not None:
+        qs = qs.filter(question__join_count=queue.join_count)
+    return qs
+
+
+def queue_items_unlabelled_by(*, queue: Queue, user) -> QuerySet[RunItem]:
+    """The queue's failures ``user`` has not labelled yet."""
+    return queue_items(queue=queue).exclude(
+        pk__in=Label.objects.filter(annotator=user, is_final=False).values("item_id"))
+
+
+def queue_next_item(*, queue: Queue, user, after: RunItem | None = None) -> RunItem | None:
+    """The next question for ``user``: not labelled by them, and not already taken by as many people as allowed."""
+    now = timezone.now()
+    qs = (queue_items_unlabelled_by(queue=queue, user=user)
+          .annotate(others=Count("labels__annotator", filter=~Q(labels__annotator=user) & Q(labels__is_final=False),
+                                 distinct=True),
+                    held=Count("label_reservations", filter=Q(label_reservations__expires_at__gt=now)
+                               & ~Q(label_reservations__user=user), distinct=True)))
+    if after is not None:
+        qs = qs.filter(question__index__gt=after.question.index)
+    for item in qs:
+        if item.others + item.held < queue.max_annotators:
+            return item
+    return None
+
+
+def queue_progress(*, queue: Queue, user) -> dict[str, int]:
+    items = queue_items(queue=queue)
+    total = items.count()
+    labelled = items.filter(pk__in=Label.objects.filter(is_final=False).values("item_id")).count()
+    mine = items.filter(pk__in=Label.objects.filter(annotator=user, is_final=False).values("item_id")).count()
+    return {"total": total, "labelled": labelled, "mine": mine,
+            "percent": round(100 * labelled / total) if total else 0}
+
+
+def queues_for_user(*, user) -> QuerySet[Queue]:
+    return (Queue.objects.filter(Q(assignees=user) | Q(assignees__isnull=True)).distinct()
+            .select_related("run", "taxonomy_version__taxonomy"))
+
+
+def queue_is_for(*, queue: Queue, user) -> bool:
+    """Whether ``user`` may work the queue: anyone when it has no assignees, else only them."""
+    return not queue.assignees.exists() or queue.assignees.filter(pk=user.pk).exists()
+
+
+def active_reservations(*, item: RunItem) -> QuerySet[Reservation]:
+    return item.label_reservations.filter(expires_at__gt=timezone.now()).select_related("user")
+
+
+# --- suggestions --------------------------------------------------------------------
+
+
+def item_suggestions(*, item: RunItem, results: dict[str, Any]) -> list[suggestions.Suggestion]:
+    """Suggestions for a failed item from its re-executed results (see ``run_item_with_results``)."""
+    if item.ex is not False:
+        return []
+    gold, pred = results.get("gold"), results.get("pred")
+    return suggestions.suggest(
+        gold_sql=item.question.gold_sql, pred_sql=item.predicted_sql or "",
+        gold_columns=list(gold.columns) if gold else None, gold_rows=gold.rows if gold else None,
+        pred_columns=list(pred.columns) if pred else None, pred_rows=pred.rows if pred else None)
+
+
+def suggestion_acceptance(*, run: Run | None = None) -> list[dict[str, Any]]:
+    qs = SuggestionEvent.objects.all()
+    if run is not None:
+        qs = qs.filter(item__run=run)
+    rows = qs.values("category_key").annotate(shown=Count("id"), accepted=Count("id", filter=Q(accepted=True)))
+    return [{"key": r["category_key"], "shown": r["shown"], "accepted": r["accepted"],
+             "rate": round(100 * r["accepted"] / r["shown"], 1) if r["shown"] else None}
+            for r in rows.order_by("category_key")]
+
+
+# --- agreement --------------------------------------------------------------------
+
+
+def run_label_sets(*, run: Run) -> dict[int, dict[int, set[str]]]:
+    """``{item_id: {annotator_id: {category keys}}}`` over the run's non-adjudication labels."""
+    out: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for item_id, annotator_id, key in (Label.objects.for_run(run).filter(is_final=False)
+                                       .values_list("item_id", "annotator_id", "category__key")):
+        out[item_id][annotator_id].add(key)
+    return out
+
+
+def run_annotators(*, run: Run):
+    from django.contrib.auth import get_user_model
+
+    ids = Label.objects.for_run(run).filter(is_final=False).values_list("annotator_id", flat=True).distinct()
+    return get_user_model().objects.filter(pk__in=ids).order_by("username")
+
+
+def run_agreement(*, run: Run, annotator_ids: list[int], version: TaxonomyVersion | None = None) -> dict[str, Any]:
+    version = version or default_taxonomy_version()
+    categories = list(version.categories.all()) if version else []
+    sets = run_label_sets(run=run)
+    figures = agreement.category_agreement(sets, [c.key for c in categories], annotator_ids)
+    return {"rows": [{"category": c, **figures[c.key]} for c in categories],
+            "items": next(iter(figures.values()))["items"] if figures else 0}
+
+
+def run_disagreements(*, run: Run, annotator_ids: list[int]) -> list[dict[str, Any]]:
+    """Items labelled by at least two of the annotators whose category sets differ, with any final decision."""
+    sets = run_label_sets(run=run)
+    finals: dict[int, set[str]] = defaultdict(set)
+    for item_id, key in Label.objects.for_run(run).filter(is_final=True).values_list("item_id", "category__key"):
+        finals[item_id].add(key)
+    rows = []
+    items = {i.pk: i for i in run.items.select_related("question").filter(pk__in=list(sets))}
+    for item_id, by in sets.items():
+        present = [a for a in annotator_ids if a in by]
+        if len(present) < 2 or len({frozenset(by[a]) for a in present}) == 1:
+            continue
+        rows.append({"item": items[item_id], "by": {a: sorted(by[a]) for a in present},
+                     "final": sorted(finals.get(item_id, ()))})
+    rows.sort(key=lambda r: r["item"].question.index)
+    return rows
+
+
+# --- dashboards ----------------------------------------------------------------------
+
+
+def item_categories(*, run: Run) -> dict[int, set[str]]:
+    """The categories each labelled item counts under: its final labels if adjudicated, else all labels given."""
+    given: dict[int, set[str]] = defaultdict(set)
+    final: dict[int, set[str]] = defaultdict(set)
+    for item_id, key, is_final in Label.objects.for_run(run).values_list("item_id", "category__key", "is_final"):
+        (final if is_final else given)[item_id].add(key)
+    return {i: final.get(i) or given[i] for i in set(given) | set(final)}
+
+
+def category_distribution(*, run: Run, version: TaxonomyVersion | None = None) -> dict[str, Any]:
+    """Counts of labelled failures per category, grouped as the paper's Table 11."""
+    version = version or default_taxonomy_version()
+    cats = item_categories(run=run)
+    counts = Counter(k for keys in cats.values() for k in keys)
+    rows = []
+    for c in (version.categories.all() if version else []):
+        rows.append({"key": c.key, "label": c.name, "group": c.group, "count": counts.get(c.key, 0),
+                     "percent": round(100 * counts.get(c.key, 0) / len(cats), 1) if cats else None})
+    groups = Counter()
+    for r in rows:
+        groups[r["group"]] += r["count"]
+    return {"rows": rows, "labelled": len(cats), "failures": run_failures(run=run).count(),
+            "groups": dict(groups)}
+
+
+def _table_bucket(count) -> str:
+    if count in (None, ""):
+        return "unknown"
+    return "4+" if int(count) >= 4 else str(count)
+
+
+def _ex_rows(values, key: str, order=None, bucket=None) -> list[dict[str, Any]]:
+    buckets: dict[str, dict[str, int]] = {}
+    for v in values:
+        k = bucket(v[key]) if bucket else v[key]
+        k = "unknown" if k in (None, "") else str(k)
+        b = buckets.setdefault(k, {"scored": 0, "correct": 0})
+        b["scored"] += 1
+        b["correct"] += 1 if v["ex"] else 0
+    total = sum(b["scored"] for b in buckets.values())
+
+    def sort_key(k: str):
+        if order and k in order:
+            return (0, order.index(k), k)
+        return (1, 0, k)
+
+    return [{"key": k, "label": k, **buckets[k], "ex": round(100 * buckets[k]["correct"] / buckets[k]["scored"], 2),
+             "share": round(100 * buckets[k]["scored"] / total, 2)}
+            for k in sorted(buckets, key=sort_key)]
+
+
+def ex_by(*, run: Run, field: str) -> list[dict[str, Any]]:
+    """EX per number of tables in the gold query (Table 9 buckets 1, 2, 3, 4+) or per difficulty (scored only)."""
+    values = run.items.filter(ex__isnull=False).values("ex", f"question__{field}")
+    if field == "table_count":
+        return _ex_rows(values, "question__table_count", ["1", "2", "3", "4+"], _table_bucket)
+    return _ex_rows(values, f"question__{field}", DIFFICULTY_ORDER)
+
+
+def agent_figures(*, run: Run) -> dict[str, Any] | None:
+    """Rounds and tokens per case, tool usage per round, and the last tool call before a failure."""
+    from agent.models import Turn
+
+    items = list(run.items.filter(session__isnull=False).select_related("session"))
+    if not items:
+        return None
+    rounds = Counter(i.session.rounds for i in items)
+    tokens = [i.session.prompt_tokens + i.session.completion_tokens for i in items]
+    per_round: dict[int, Counter] = defaultdict(Counter)
+    last_before_failure: Counter = Counter()
+    failed_sessions = {i.session_id for i in items if i.ex is False}
+    turns = (Turn.objects.filter(session_id__in=[i.session_id for i in items])
+             .exclude(tool="").order_by("session_id", "index").values_list("session_id", "index", "tool"))
+    for _session_id, index, tool in turns:
+        per_round[index + 1][tool] += 1
+    last_tool = last_tools(session_ids=failed_sessions)
+    for session_id in failed_sessions:
+        last_before_failure[last_tool.get(session_id, "(none)")] += 1
+    tools = sorted({t for c in per_round.values() for t in c})
+    return {
+        "cases": len(items),
+        "avg_rounds": round(sum(i.session.rounds for i in items) / len(items), 2),
+        "avg_tokens": round(sum(tokens) / len(items), 1),
+        "rounds": [{"key": str(k), "label": str(k), "count": rounds[k]} for k in sorted(rounds)],
+        "tools": tools,
+        "per_round": [{"round": r, **{t: per_round[r].get(t, 0) for t in tools}} for r in sorted(per_round)],
+        "before_failure": [{"key": t, "label": t, "count": n} for t, n in last_before_failure.most_common()],
+    }
+
+
+def last_tools(*, session_ids) -> dict[int, str]:
+    """The last tool each session called before answering (Done excluded)."""
+    from agent.models import Turn
+
+    out: dict[int, str] = {}
+    for session_id, tool in (Turn.objects.filter(session_id__in=list(session_ids)).exclude(tool__in=["", "Done"])
+                             .order_by("session_id", "index").values_list("session_id", "tool")):
+        out[session_id] = tool
+    return out
+
+
+def chart_items(*, run: Run, category: str = "", tables: str = "", difficulty: str = "", rounds: str = "",
+                last_tool: str = "") -> QuerySet[RunItem]:
+    """The items behind a bar of a dashboard chart."""
+    qs = run.items.select_related("question").order_by("question__index")
+    if category:
+        qs = qs.filter(pk__in=[i for i, keys in item_categories(run=run).items() if category in keys])
+    if tables == "unknown":
+        qs = qs.filter(question__table_count__isnull=True, ex__isnull=False)
+    elif tables == "4+":
+        qs = qs.filter(question__table_count__gte=4, ex__isnull=False)
+    elif tables.isdigit():
+        qs = qs.filter(question__table_count=int(tables), ex__isnull=False)
+    if difficulty:
+        qs = qs.filter(question__difficulty="" if difficulty == "unknown" else difficulty, ex__isnull=False)
+    if rounds.isdigit():
+        qs = qs.filter(session__rounds=int(rounds))
+    if last_tool:
+        failed = list(qs.filter(ex=False, session__isnull=False).values_list("session_id", flat=True))
+        tools = last_tools(session_ids=failed)
+        qs = qs.filter(ex=False, session_id__in=[s for s in failed if tools.get(s, "(none)") == last_tool])
+    return qs
+
+
+def runs_distribution() -> dict[str, Any]:
+    """Category counts per run, for runs with labels (across-runs dashboard)."""
+    version = default_taxonomy_version()
+    runs = Run.objects.filter(items__labels__isnull=False).distinct().select_related("dataset")
+    categories = list(version.categories.all()) if version else []
+    rows = []
+    for run in runs:
+        dist = category_distribution(run=run, version=version)
+        rows.append({"run": run, "labelled": dist["labelled"], "failures": dist["failures"],
+                     "counts": [r["count"] for r in dist["rows"]], "ex": (run.totals or {}).get("ex")})
+    return {"categories": categories, "rows": rows}
+
+
+# --- corrected gold ----------------------------------------------------------------
+
+
+def corrections(*, run: Run) -> dict[int, Label]:
+    """One usable corrected gold per item: a final label's if any, else the latest."""
+    out: dict[int, Label] = {}
+    qs = (Label.objects.for_run(run).filter(corrected_ok=True).exclude(corrected_sql="")
+          .select_related("item__question__database").order_by("is_final", "updated_at"))
+    for label in qs:
+        out[label.item_id] = label  # later rows (final, then newest) win
+    return out
+
+
+def run_ex_with_corrections(*, run: Run) -> dict[str, Any]:
+    """EX with corrected golds: each corrected item is re-judged against its corrected gold query,
+    using the dataset's semantics (Spider test-suite or BIRD); the others keep their decision."""
+    from agent.services import open_connector
+    from agent.sql import Limits, SQLError
+    from annotations.evaluation.compare import bird_results_equal, spider_order_matters, spider_results_equal
+
+    fixed = corrections(run=run)
+    scored = list(run.items.filter(ex__isnull=False).values_list("id", "ex"))
+    changes = []
+    decisions = dict(scored)
+    limits = Limits(timeout_s=30, max_rows=100_000, count_cap=100_000)
+    for item_id, label in fixed.items():
+        item = label.item
+        database = item.question.database
+        if database is None:
+            continue
+        pred = None
+        try:
+            with open_connector(database, limits=limits) as conn:
+                gold = conn.execute(label.corrected_sql).rows
+                if item.predicted_sql:
+                    try:
+                        pred = conn.execute(item.predicted_sql).rows
+                    except SQLError:
+                        pred = None
+        except SQLError:
+            continue
+        if pred is None:
+            new = False
+        elif run.dataset.eval_mode == "bird":
+            new = bird_results_equal(gold, pred)
+        else:
+            new = spider_results_equal(gold, pred, order_matters=spider_order_matters(label.corrected_sql))
+        old = decisions.get(item_id)
+        decisions[item_id] = new
+        if old != new:
+            changes.append({"item": item, "label": label, "before": old, "after": new})
+    total = len(decisions)
+    correct = sum(1 for v in decisions.values() if v)
+    original = (run.totals or {}).get("ex")
+    return {"ex": round(100 * correct / total, 2) if total else None, "correct": correct, "scored": total,
+            "original": original, "corrected_items": len(fixed), "changes": changes}
+
+
+# --- export -----------------------------------------------------------------------
+
+
+EXPORT_FIELDS = ["run", "item", "question_index", "db_id", "question", "gold_sql", "predicted_sql", "ex",
+                 "taxonomy", "taxonomy_version", "category", "category_name", "group", "annotator", "is_final",
+                 "note", "corrected_sql", "corrected_ok", "corrected_row_count", "corrected_error",
+                 "created_at", "updated_at"]
+
+
+def export_rows(*, run: Run):
+    qs = (Label.objects.for_run(run)
+          .select_related("item__question", "category", "taxonomy_version__taxonomy", "annotator")
+          .order_by("item__question__index", "category__position", "annotator__username"))
+    for label in qs.iterator():
+        item, q = label.item, label.item.question
+        yield {"run": run.pk, "item": item.pk, "question_index": q.index, "db_id": q.db_id, "question": q.question,
+               "gold_sql": q.gold_sql, "predicted_sql": item.predicted_sql, "ex": item.ex,
+               "taxonomy": label.taxonomy_version.taxonomy.name, "taxonomy_version": label.taxonomy_version.number,
+               "category": label.category.key, "category_name": label.category.name,
+               "group": label.category.group, "annotator": label.annotator.get_username(),
+               "is_final": label.is_final, "note": label.note, "corrected_sql": label.corrected_sql,
+               "corrected_ok": label.corrected_ok, "corrected_row_count": label.corrected_row_count,
+               "corrected_error": label.corrected_error, "created_at": label.created_at.isoformat(),
+               "updated_at": label.updated_at.isoformat()}
+
+
+def categories_for(version: TaxonomyVersion) -> list[Category]:
+    return list(version.categories.all())

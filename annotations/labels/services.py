@@ -1,0 +1,230 @@
+"""Writes for labels: taxonomy versions, labels, reservations, suggestions shown, adjudication, queues.
+
+Every check that matters (permission, own label, annotators per question) is
+made here, so the page, the API and a script obey the same rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Min
+from django.utils import timezone
+
+from annotations.labels.models import (
+    Category,
+    Label,
+    Queue,
+    Reservation,
+    SuggestionEvent,
+    Taxonomy,
+    TaxonomyVersion,
+)
+from annotations.runs.models import Run, RunItem
+
+RESERVATION_MINUTES = 5
+PREVIEW_ROWS = 20
+
+
+class LabelConflict(Exception):
+    """The question is already being labelled by as many people as its queue allows."""
+
+
+def check_can_label(*, user) -> None:
+    if not user.has_perm("annotations.add_label"):
+        raise PermissionDenied("You do not have permission to label (annotations.add_label).")
+
+
+def check_own_label(*, label: Label, user) -> None:
+    if label.annotator_id != user.pk:
+        raise PermissionDenied("This label belongs to another annotator.")
+
+
+# --- taxonomy -------------------------------------------------------------------
+
+
+def taxonomy_version_create(*, taxonomy: Taxonomy, categories: Sequence[dict[str, Any]], note: str = "",
+                            user=None) -> TaxonomyVersion:
+    """The next version of a taxonomy with these categories (dicts: key, name, group, definition, shortcut,
+    accepts_corrected_gold). Existing versions and their labels are untouched."""
+    if not categories:
+        raise ValidationError("A taxonomy version needs at least one category.")
+    keys = [c["key"] for c in categories]
+    shortcuts = [c.get("shortcut") for c in categories if c.get("shortcut")]
+    if len(set(keys)) != len(keys) or len(set(shortcuts)) != len(shortcuts):
+        raise ValidationError("Category keys and shortcuts must be unique within a version.")
+    if any(not 1 <= s <= 9 for s in shortcuts):
+        raise ValidationError("Shortcuts are the keys 1 to 9.")
+    with transaction.atomic():
+        Taxonomy.objects.select_for_update().filter(pk=taxonomy.pk).first()
+        last = taxonomy.versions.order_by("-number").values_list("number", flat=True).first() or 0
+        version = TaxonomyVersion.objects.create(taxonomy=taxonomy, number=last + 1, note=note, created_by=user)
+        for position, c in enumerate(categories):
+            category = Category(version=version, position=position, key=c["key"], name=c["name"],
+                                group=c.get("group", ""), definition=c.get("definition", ""),
+                                shortcut=c.get("shortcut") or None,
+                                accepts_corrected_gold=bool(c.get("accepts_corrected_gold")))
+            category.full_clean(exclude=["version"])
+            category.save()
+    return version
+
+
+# --- limits and reservations ----------------------------------------------------------
+
+
+def item_annotator_limit(*, item: RunItem) -> int | None:
+    """The smallest ``max_annotators`` of the label queues of the item's run (None: no queue, no limit)."""
+    return Queue.objects.filter(run_id=item.run_id).aggregate(m=Min("max_annotators"))["m"]
+
+
+def item_other_annotators(*, item: RunItem, user) -> set[int]:
+    """Users other than ``user`` who labelled the item or hold an unexpired reservation on it."""
+    labelled = set(Label.objects.filter(item=item, is_final=False).exclude(annotator=user)
+                   .values_list("annotator_id", flat=True))
+    reserved = set(Reservation.objects.filter(item=item, expires_at__gt=timezone.now()).exclude(user=user)
+                   .values_list("user_id", flat=True))
+    return labelled | reserved
+
+
+def _check_limit(*, item: RunItem, user) -> None:
+    limit = item_annotator_limit(item=item)
+    if limit is None or Label.objects.filter(item=item, annotator=user, is_final=False).exists():
+        return
+    others = item_other_annotators(item=item, user=user)
+    if len(others) >= limit:
+        raise LabelConflict(
+            f"This question is already being labelled by {len(others)} other annotator"
+            f"{'s' if len(others) != 1 else ''} (this queue allows {limit} per question). Take the next one.")
+
+
+def reservation_take(*, item: RunItem, user, minutes: int = RESERVATION_MINUTES) -> Reservation:
+    """Hold the question for ``user``; raises LabelConflict when the per-question limit is reached."""
+    check_can_label(user=user)
+    with transaction.atomic():
+        RunItem.objects.select_for_update().filter(pk=item.pk).first()  # serialise concurrent takers
+        _check_limit(item=item, user=user)
+        reservation, _ = Reservation.objects.update_or_create(
+            item=item, user=user, defaults={"expires_at": timezone.now() + timedelta(minutes=minutes)})
+    return reservation
+
+
+def reservation_release(*, item: RunItem, user) -> None:
+    Reservation.objects.filter(item=item, user=user).delete()
+
+
+# --- labels ---------------------------------------------------------------------
+
+
+def label_toggle(*, item: RunItem, category: Category, user, note: str = "") -> Label | None:
+    """Give the label if ``user`` has not, else take it away. Returns the new label, or None when removed."""
+    check_can_label(user=user)
+    with transaction.atomic():
+        RunItem.objects.select_for_update().filter(pk=item.pk).first()
+        existing = Label.objects.filter(item=item, category=category, annotator=user, is_final=False).first()
+        if existing is not None:
+            existing.delete()
+            return None
+        _check_limit(item=item, user=user)
+        try:
+            with transaction.atomic():
+                label = Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
+                                             annotator=user, note=note)
+        except IntegrityError as exc:  # a double click raced us: the label is there
+            raise LabelConflict("This label was just saved from another request.") from exc
+        Reservation.objects.filter(item=item, user=user).update(
+            expires_at=timezone.now() + timedelta(minutes=RESERVATION_MINUTES))
+        SuggestionEvent.objects.filter(item=item, user=user, category_key=category.key).update(accepted=True)
+    return label
+
+
+def label_note_set(*, item: RunItem, user, note: str) -> int:
+    """Set the note on all of ``user``'s labels of the item; returns how many labels carry it."""
+    check_can_label(user=user)
+    return Label.objects.filter(item=item, annotator=user, is_final=False).update(note=note,
+                                                                                  updated_at=timezone.now())
+
+
+def label_update(*, label: Label, user, note: str | None = None, corrected_sql: str | None = None) -> Label:
+    """Change one's own label: its note, or its corrected gold query (executed read-only, result stored)."""
+    check_can_label(user=user)
+    check_own_label(label=label, user=user)
+    if note is not None:
+        label.note = note
+    if corrected_sql is not None:
+        corrected_sql = corrected_sql.strip()
+        if corrected_sql and not label.category.accepts_corrected_gold:
+            raise ValidationError(f"A {label.category.name} label does not take a corrected gold query.")
+        label.corrected_sql = corrected_sql
+        _execute_corrected(label)
+    label.save()
+    return label
+
+
+def _execute_corrected(label: Label) -> None:
+    label.corrected_ok = label.corrected_row_count = label.corrected_preview = None
+    label.corrected_error = ""
+    if not label.corrected_sql:
+        return
+    database = label.item.question.database
+    if database is None:
+        label.corrected_ok, label.corrected_error = False, "The question's database is not available here."
+        return
+    from agent.services import open_connector
+    from agent.sql import Limits, SQLError
+
+    try:
+        with open_connector(database, limits=Limits(timeout_s=10, max_rows=PREVIEW_ROWS)) as conn:
+            result = conn.execute(label.corrected_sql)
+    except SQLError as exc:
+        label.corrected_ok, label.corrected_error = False, str(exc)
+        return
+    label.corrected_ok = True
+    label.corrected_row_count = result.total_rows
+    label.corrected_preview = result.to_json(max_rows=PREVIEW_ROWS)
+
+
+def label_adjudicate(*, item: RunItem, user, categories: Sequence[Category]) -> list[Label]:
+    """An adjudicator's decision: these categories are the item's final labels, replacing any earlier decision.
+
+    Final labels are rows of their own (``is_final``), so the annotators' labels, and agreement figures, stay."""
+    if not user.has_perm("annotations.adjudicate_label"):
+        raise PermissionDenied("You do not have permission to adjudicate labels.")
+    with transaction.atomic():
+        Label.objects.filter(item=item, is_final=True).delete()
+        return [Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
+                                     annotator=user, is_final=True, note="adjudicated")
+                for category in categories]
+
+
+# --- suggestions shown ----------------------------------------------------------------
+
+
+def suggestions_record(*, item: RunItem, user, suggestions: Sequence[Any]) -> None:
+    """Remember which suggestions ``user`` saw on the item (once each), to measure how often they are taken."""
+    given = set(Label.objects.filter(item=item, annotator=user, is_final=False)
+                .values_list("category__key", flat=True))
+    for s in suggestions:
+        SuggestionEvent.objects.get_or_create(item=item, user=user, category_key=s.key,
+                                              defaults={"reason": s.reason[:300], "accepted": s.key in given})
+
+
+# --- queues ---------------------------------------------------------------------
+
+
+def queue_create(*, run: Run, name: str, taxonomy_version: TaxonomyVersion, user, db_id: str = "",
+                 difficulty: str = "", join_count: int | None = None, max_annotators: int = 1,
+                 assignees: Sequence[Any] = ()) -> Queue:
+    if not user.has_perm("annotations.add_queue"):
+        raise PermissionDenied("You do not have permission to create label queues.")
+    if max_annotators < 1:
+        raise ValidationError("At least one annotator per question.")
+    queue = Queue.objects.create(run=run, name=name, taxonomy_version=taxonomy_version, db_id=db_id,
+                                 difficulty=difficulty, join_count=join_count, max_annotators=max_annotators,
+                                 created_by=user)
+    if assignees:
+        queue.assignees.set(assignees)
+    return queue

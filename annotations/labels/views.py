@@ -1,0 +1,352 @@
+"""Pages for labelling: review (one question), queues, agreement and adjudication, dashboards, export.
+
+Views are thin: a check, a service or selector call, a response. htmx requests get partials; a refused
+action is rendered as a message in the partial (status 200 for htmx so it is swapped in, 403/409 otherwise).
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from annotations.labels import selectors, services
+from annotations.labels.forms import CorrectedGoldForm, QueueForm
+from annotations.labels.models import Category, Label, Queue, TaxonomyVersion
+from annotations.runs.models import Run, RunItem
+from annotations.runs.selectors import run_item_with_results
+
+
+def _item(item_id: int) -> RunItem:
+    return get_object_or_404(RunItem.objects.select_related("run__dataset", "question__database", "session"),
+                             pk=item_id)
+
+
+def _queue(request: HttpRequest, item: RunItem | None = None) -> Queue | None:
+    queue_id = request.GET.get("queue") or request.POST.get("queue")
+    if not queue_id or not str(queue_id).isdigit():
+        return None
+    queue = Queue.objects.filter(pk=queue_id).select_related("run", "taxonomy_version").first()
+    if queue is not None and item is not None and queue.run_id != item.run_id:
+        return None
+    return queue
+
+
+def _version(queue: Queue | None) -> TaxonomyVersion | None:
+    return queue.taxonomy_version if queue else selectors.default_taxonomy_version()
+
+
+def _buttons_context(*, item: RunItem, user, version: TaxonomyVersion | None, suggested: dict[str, str],
+                     error: str = "") -> dict:
+    mine = {lab.category_id: lab for lab in Label.objects.filter(item=item, annotator=user, is_final=False)}
+    categories = list(version.categories.all()) if version else []
+    groups: dict[str, list] = {}
+    for c in categories:
+        groups.setdefault(c.group, []).append({"category": c, "label": mine.get(c.pk), "suggested": suggested.get(c.key)})
+    other_version = [lab for lab in mine.values() if version is None or lab.taxonomy_version_id != version.pk]
+    return {"item": item, "groups": groups, "error": error, "can_label": user.has_perm("annotations.add_label"),
+            "other_version_labels": other_version, "label_count": len(mine)}
+
+
+def review(request: HttpRequest, item_id: int) -> HttpResponse:
+    item = _item(item_id)
+    queue = _queue(request, item)
+    version = _version(queue)
+    conflict = ""
+    if request.user.has_perm("annotations.add_label"):
+        try:
+            services.reservation_take(item=item, user=request.user)
+        except services.LabelConflict as exc:
+            conflict = str(exc)
+    results = run_item_with_results(item=item)
+    suggested = selectors.item_suggestions(item=item, results=results)
+    if suggested and request.user.has_perm("annotations.add_label") and not conflict:
+        services.suggestions_record(item=item, user=request.user, suggestions=suggested)
+    diff_lines = list(difflib.unified_diff(item.question.gold_sql.split(), (item.predicted_sql or "").split(),
+                                           "gold", "predicted", lineterm="", n=100))[2:]
+    if queue:
+        next_url = reverse("labels:queue_next", args=[queue.pk]) + f"?after={item.pk}"
+    else:
+        following = (selectors.run_failures(run=item.run).filter(question__index__gt=item.question.index)
+                     .values_list("pk", flat=True).first())
+        next_url = reverse("labels:review", args=[following]) if following else ""
+    mine = Label.objects.filter(item=item, annotator=request.user, is_final=False)
+    note = next((lab.note for lab in mine if lab.note), "")
+    corrected = next((lab for lab in mine.select_related("category") if lab.category.accepts_corrected_gold), None)
+    context = {
+        "item": item, "run": item.run, "queue": queue, "version": version, "results": results,
+        "diff_lines": diff_lines, "suggestions": suggested, "conflict": conflict, "next_url": next_url,
+        "progress": selectors.queue_progress(queue=queue, user=request.user) if queue else None,
+        "reservations": selectors.active_reservations(item=item).exclude(user=request.user),
+        "turns": item.session.turns.order_by("index") if item.session_id else [],
+        "note": note, "corrected": corrected,
+        "corrected_form": CorrectedGoldForm(initial={"corrected_sql": corrected.corrected_sql if corrected else ""}),
+        "takes_corrections": bool(version and version.categories.filter(accepts_corrected_gold=True).exists()),
+        **_buttons_context(item=item, user=request.user, version=version,
+                           suggested={s.key: s.reason for s in suggested}, error=conflict),
+    }
+    return render(request, "annotations/labels/review.html", context)
+
+
+def _refused(request: HttpRequest, template: str, context: dict, status: int) -> HttpResponse:
+    return render(request, template, context, status=200 if request.htmx else status)
+
+
+@require_POST
+def label_toggle(request: HttpRequest, item_id: int, category_id: int) -> HttpResponse:
+    item = _item(item_id)
+    category = get_object_or_404(Category.objects.select_related("version"), pk=category_id)
+    error, status = "", 200
+    try:
+        services.label_toggle(item=item, category=category, user=request.user, note=request.POST.get("note", ""))
+    except PermissionDenied as exc:
+        error, status = str(exc), 403
+    except services.LabelConflict as exc:
+        error, status = str(exc), 409
+    suggested = {s.category_key: s.reason for s in item.label_suggestions.filter(user=request.user)}
+    context = _buttons_context(item=item, user=request.user, version=category.version, suggested=suggested,
+                               error=error)
+    context["queue"] = _queue(request, item)
+    template = "annotations/labels/partials/label_buttons.html"
+    return _refused(request, template, context, status) if error else render(request, template, context)
+
+
+@require_POST
+def label_note(request: HttpRequest, item_id: int) -> HttpResponse:
+    item = _item(item_id)
+    try:
+        count = services.label_note_set(item=item, user=request.user, note=request.POST.get("note", ""))
+    except PermissionDenied as exc:
+        return HttpResponse(str(exc), status=200 if request.htmx else 403)
+    if count:
+        return HttpResponse(f"Note saved on {count} label{'s' if count != 1 else ''}.")
+    return HttpResponse("Note kept here; it is saved with your first label.")
+
+
+@require_POST
+def label_corrected(request: HttpRequest, item_id: int) -> HttpResponse:
+    item = _item(item_id)
+    form = CorrectedGoldForm(request.POST)
+    label = (Label.objects.filter(item=item, annotator=request.user, category__accepts_corrected_gold=True,
+                                  is_final=False)
+             .select_related("category", "item__question__database").order_by("-updated_at").first())
+    error = ""
+    if label is None:
+        error = "Give this question a label that takes a corrected gold query (e.g. Golden Wrong) first."
+    elif form.is_valid():
+        try:
+            label = services.label_update(label=label, user=request.user,
+                                          corrected_sql=form.cleaned_data["corrected_sql"])
+        except (PermissionDenied, ValidationError) as exc:
+            error = " ".join(getattr(exc, "messages", [str(exc)]))
+    return render(request, "annotations/labels/partials/corrected_result.html",
+                  {"corrected": label, "error": error})
+
+
+# --- queues ---------------------------------------------------------------------
+
+
+def queue_list(request: HttpRequest) -> HttpResponse:
+    form = QueueForm(request.POST or None, initial={"taxonomy_version": selectors.default_taxonomy_version(),
+                                                    "run": request.GET.get("run")})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            queue = services.queue_create(user=request.user, **data)
+        except (PermissionDenied, ValidationError) as exc:
+            messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+        else:
+            return redirect(queue)
+    queues = [{"queue": q, "progress": selectors.queue_progress(queue=q, user=request.user)}
+              for q in selectors.queues_for_user(user=request.user)]
+    return render(request, "annotations/labels/queue_list.html",
+                  {"queues": queues, "form": form, "can_create": request.user.has_perm("annotations.add_queue")})
+
+
+def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    queue = get_object_or_404(Queue.objects.select_related("run", "taxonomy_version__taxonomy"), pk=pk)
+    todo = request.GET.get("show") == "todo"
+    items = (selectors.queue_items_unlabelled_by(queue=queue, user=request.user) if todo
+             else selectors.queue_items(queue=queue))
+    items = items.prefetch_related("labels__category", "labels__annotator")
+    return render(request, "annotations/labels/queue_detail.html", {
+        "queue": queue, "items": items[:500], "progress": selectors.queue_progress(queue=queue, user=request.user),
+        "assignees": queue.assignees.all(), "todo": todo})
+
+
+def queue_next(request: HttpRequest, pk: int) -> HttpResponse:
+    queue = get_object_or_404(Queue.objects.select_related("run"), pk=pk)
+    if not selectors.queue_is_for(queue=queue, user=request.user):
+        messages.error(request, "This queue is assigned to other annotators.")
+        return redirect("labels:queue_list")
+    after = request.GET.get("after")
+    after_item = RunItem.objects.select_related("question").filter(pk=after).first() if after else None
+    if after_item is not None:
+        services.reservation_release(item=after_item, user=request.user)
+    item = selectors.queue_next_item(queue=queue, user=request.user, after=after_item)
+    if item is None and after_item is not None:
+        item = selectors.queue_next_item(queue=queue, user=request.user)  # wrap around to skipped ones
+    if item is None:
+        messages.success(request, "Nothing left for you in this queue.")
+        return redirect(queue)
+    return redirect(reverse("labels:review", args=[item.pk]) + f"?queue={queue.pk}")
+
+
+# --- agreement and adjudication -------------------------------------------------------
+
+
+def _annotator_ids(request: HttpRequest, run: Run) -> tuple[list, list[int]]:
+    annotators = list(selectors.run_annotators(run=run))
+    chosen = [int(a) for a in request.GET.getlist("annotator") if a.isdigit()]
+    ids = [a.pk for a in annotators if a.pk in chosen] or [a.pk for a in annotators]
+    return annotators, ids
+
+
+def agreement(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("dataset"), pk=pk)
+    annotators, ids = _annotator_ids(request, run)
+    names = {a.pk: a.get_username() for a in annotators}
+    disagreements = selectors.run_disagreements(run=run, annotator_ids=ids)
+    for row in disagreements:
+        row["by_names"] = [(names[a], keys) for a, keys in row["by"].items()]
+    version = selectors.default_taxonomy_version()
+    return render(request, "annotations/labels/agreement.html", {
+        "run": run, "annotators": annotators, "chosen": ids,
+        "agreement": selectors.run_agreement(run=run, annotator_ids=ids) if len(ids) >= 2 else None,
+        "disagreements": disagreements, "categories": list(version.categories.all()) if version else [],
+        "can_adjudicate": request.user.has_perm("annotations.adjudicate_label")})
+
+
+@require_POST
+@permission_required("annotations.adjudicate_label", raise_exception=True)
+def adjudicate(request: HttpRequest, item_id: int) -> HttpResponse:
+    item = _item(item_id)
+    categories = list(Category.objects.filter(pk__in=request.POST.getlist("category")))
+    services.label_adjudicate(item=item, user=request.user, categories=categories)
+    messages.success(request, f"Question {item.question.index}: final labels set.")
+    return redirect(reverse("labels:agreement", args=[item.run_id]) + "#disagreements")
+
+
+# --- dashboards and export ---------------------------------------------------------
+
+
+def _charts(run: Run) -> dict:
+    dist = selectors.category_distribution(run=run)
+    agent = selectors.agent_figures(run=run)
+    charts = {
+        "categories": {"title": "Error categories (labelled failures, as Table 11)",
+                       "rows": [{"key": r["key"], "label": r["label"], "value": r["count"],
+                                 "extra": f"{r['group']} · {r['percent'] if r['percent'] is not None else '–'}%"}
+                                for r in dist["rows"]], "unit": "questions"},
+        "tables": {"title": "EX by number of tables in the gold query (joins + 1; Table 9 buckets)",
+                   "rows": [{"key": r["key"], "label": r["label"], "value": r["ex"],
+                             "extra": f"{r['correct']}/{r['scored']} · {r['share']}% of questions"}
+                            for r in selectors.ex_by(run=run, field="table_count")], "unit": "EX %"},
+        "difficulty": {"title": "EX by difficulty",
+                       "rows": [{"key": r["key"], "label": r["label"], "value": r["ex"],
+                                 "extra": f"{r['correct']}/{r['scored']} · {r['share']}% of questions"}
+                                for r in selectors.ex_by(run=run, field="difficulty")], "unit": "EX %"},
+    }
+    if agent:
+        charts["rounds"] = {"title": f"Rounds per case (mean {agent['avg_rounds']}, tokens per case "
+                                     f"{agent['avg_tokens']})",
+                            "rows": [{"key": r["key"], "label": r["label"], "value": r["count"], "extra": ""}
+                                     for r in agent["rounds"]], "unit": "cases"}
+        charts["before_failure"] = {"title": "Last tool call before a failed answer",
+                                    "rows": [{"key": r["key"], "label": r["label"], "value": r["count"], "extra": ""}
+                                             for r in agent["before_failure"]], "unit": "failed cases"}
+    return {"charts": charts, "distribution": dist, "agent": agent}
+
+
+def _chart_link(run: Run, name: str, key: str) -> str:
+    base = reverse("labels:questions", args=[run.pk])
+    param = {"categories": "category", "tables": "tables", "difficulty": "difficulty", "rounds": "rounds",
+             "before_failure": "last_tool"}[name]
+    return f"{base}?{param}={key}"
+
+
+def dashboard(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("dataset"), pk=pk)
+    data = _charts(run)
+    for name, chart in data["charts"].items():
+        for row in chart["rows"]:
+            row["url"] = _chart_link(run, name, row["key"])
+    return render(request, "annotations/labels/dashboard.html", {
+        "run": run, **data, "acceptance": selectors.suggestion_acceptance(run=run),
+        "corrected": selectors.run_ex_with_corrections(run=run),
+        "chart_json": {name: {"labels": [r["label"] for r in c["rows"]], "values": [r["value"] for r in c["rows"]],
+                              "urls": [r["url"] for r in c["rows"]], "unit": c["unit"]}
+                       for name, c in data["charts"].items()}})
+
+
+def chart_csv(request: HttpRequest, pk: int, chart: str) -> HttpResponse:
+    run = get_object_or_404(Run, pk=pk)
+    data = _charts(run)
+    charts = data["charts"]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    if chart == "tools" and data["agent"]:
+        tools = data["agent"]["tools"]
+        writer.writerow(["round", *tools])
+        for row in data["agent"]["per_round"]:
+            writer.writerow([row["round"], *(row[t] for t in tools)])
+        return _csv_response(buffer, f"run-{run.pk}-{chart}.csv")
+    if chart not in charts:
+        raise Http404("No such chart.")
+    writer.writerow(["key", "label", charts[chart]["unit"], "detail"])
+    for r in charts[chart]["rows"]:
+        writer.writerow([r["key"], r["label"], r["value"], r["extra"]])
+    return _csv_response(buffer, f"run-{run.pk}-{chart}.csv")
+
+
+def _csv_response(buffer: io.StringIO, filename: str) -> HttpResponse:
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def questions(request: HttpRequest, pk: int) -> HttpResponse:
+    """The questions behind one bar of a dashboard chart, each linked to its review page."""
+    run = get_object_or_404(Run.objects.select_related("dataset"), pk=pk)
+    filters = {k: request.GET.get(k, "") for k in ("category", "tables", "difficulty", "rounds", "last_tool")}
+    items = selectors.chart_items(run=run, **filters)
+    return render(request, "annotations/labels/questions.html",
+                  {"run": run, "items": items, "filters": {k: v for k, v in filters.items() if v}})
+
+
+def overview(request: HttpRequest) -> HttpResponse:
+    return render(request, "annotations/labels/overview.html", {
+        "across": selectors.runs_distribution(), "acceptance": selectors.suggestion_acceptance(),
+        "queues": selectors.queues_for_user(user=request.user)[:20]})
+
+
+def export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    run = get_object_or_404(Run, pk=pk)
+    rows = selectors.export_rows(run=run)
+    if fmt == "jsonl":
+        response = StreamingHttpResponse((json.dumps(r) + "\n" for r in rows), content_type="application/x-ndjson")
+    elif fmt == "csv":
+        def lines():
+            buffer = io.StringIO()
+            writer = csv.DictWriter(buffer, fieldnames=selectors.EXPORT_FIELDS)
+            writer.writeheader()
+            for r in rows:
+                writer.writerow(r)
+                yield buffer.getvalue()
+                buffer.seek(0)
+                buffer.truncate()
+            yield buffer.getvalue()
+        response = StreamingHttpResponse(lines(), content_type="text/csv")
+    else:
+        raise Http404("Export as csv or jsonl.")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-labels.{fmt}"'
+    return response

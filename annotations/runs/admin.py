@@ -1,0 +1,43 @@
+from django.contrib import admin
+
+from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
+
+
+@admin.register(Dataset)
+class DatasetAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "question_count", "executable_count", "updated_at")
+    list_filter = ("kind",)
+    search_fields = ("name", "source_path")
+
+
+@admin.register(DatasetQuestion)
+class DatasetQuestionAdmin(admin.ModelAdmin):
+    list_display = ("dataset", "index", "db_id", "difficulty", "table_count", "question")
+    list_filter = ("dataset", "difficulty", "table_count")
+    search_fields = ("question", "gold_sql", "db_id")
+    raw_id_fields = ("database",)
+
+
+class RunItemInline(admin.TabularInline):
+    model = RunItem
+    extra = 0
+    can_delete = False
+    fields = ("question", "eval_status", "ex", "soft_f1", "predicted_sql")
+    readonly_fields = fields
+    show_change_link = True
+    max_num = 0
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "dataset", "source", "strategy", "status", "created_by", "created_at")
+    list_filter = ("source", "status", "strategy", "dataset")
+    search_fields = ("name",)
+    readonly_fields = ("totals", "breakdowns", "import_issues", "evaluated_at", "dispatched_at", "created_at")
+
+
+@admin.register(RunItem)
+class RunItemAdmin(admin.ModelAdmin):
+    list_display = ("run", "question", "eval_status", "ex", "soft_f1")
+    list_filter = ("eval_status", "ex", "run")
+    raw_id_fields = ("run", "question", "session")
