@@ -1,33 +1,13 @@
 from __future__ import annotations
 
-import json
-
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from agent import services
 from agent.models import Database
 from agent.sql import SQLError
+from agent.tool_calls import action_text, call_from_fields
 from agent.tools import TOOL_NAMES, IndexMissing
-
-
-def _call_from_form(tool: str, data) -> tuple[list, dict]:
-    if tool == "SearchColumn":
-        phrases = [p.strip() for p in data.get("phrases", "").splitlines() if p.strip()]
-        return [phrases if len(phrases) != 1 else phrases[0]], {}
-    if tool == "SearchValue":
-        kwargs = {k: data[k].strip() for k in ("table", "column") if data.get(k, "").strip()}
-        return [data.get("value", "")], kwargs
-    if tool == "FindShortestPath":
-        return [], {"start": data.get("start", "").strip(), "end": data.get("end", "").strip()}
-    return [data.get("sql", "")], {}
-
-
-def action_text(tool: str, args: list, kwargs: dict) -> str:
-    """The call as the agent would write it, e.g. ``SearchValue("France", table="Customer")``."""
-    parts = [json.dumps(a, ensure_ascii=False) for a in args]
-    parts += [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in kwargs.items()]
-    return f"{tool}({', '.join(parts)})"
 
 
 def tool_console(request: HttpRequest) -> HttpResponse:
@@ -40,7 +20,7 @@ def tool_console(request: HttpRequest) -> HttpResponse:
     context = {"databases": databases, "database": database, "tool": tool, "tool_names": TOOL_NAMES,
                "form": request.POST, "schema": database.schema_info() if database else None}
     if request.method == "POST" and database is not None:
-        args, kwargs = _call_from_form(tool, request.POST)
+        args, kwargs = call_from_fields(tool, request.POST)
         context["action"] = action_text(tool, args, kwargs)
         try:
             toolbox = services.toolbox_for(database)

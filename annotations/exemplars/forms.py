@@ -8,7 +8,7 @@ from django import forms
 
 from agent.models import Database
 from agent.tools import TOOL_NAMES
-from agent.views.tools import action_text
+from agent.tool_calls import action_text, call_from_fields
 
 STEP_TOOLS = (*TOOL_NAMES, "Done", "Raw")
 
@@ -19,17 +19,11 @@ def compose_action(tool: str, data: Mapping[str, str]) -> str:
         return "Done"
     if tool == "Raw":
         return (data.get("action") or "").strip()
-    if tool == "SearchColumn":
-        phrases = [p.strip() for p in (data.get("phrases") or "").splitlines() if p.strip()]
-        return action_text(tool, [phrases if len(phrases) != 1 else phrases[0]], {})
-    if tool == "SearchValue":
-        kwargs = {k: data[k].strip() for k in ("table", "column") if (data.get(k) or "").strip()}
-        return action_text(tool, [(data.get("value") or "").strip()], kwargs)
-    if tool == "FindShortestPath":
-        return action_text(tool, [], {"start": (data.get("start") or "").strip(), "end": (data.get("end") or "").strip()})
-    if tool == "ExecuteSQL":
-        return action_text(tool, [(data.get("sql") or "").strip()], {})
-    raise forms.ValidationError(f"Unknown tool {tool!r}.")
+    try:
+        args, kwargs = call_from_fields(tool, data)
+    except ValueError as exc:
+        raise forms.ValidationError(str(exc)) from None
+    return action_text(tool, args, kwargs)
 
 
 class ExemplarCreateForm(forms.Form):
