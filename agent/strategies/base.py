@@ -10,7 +10,6 @@ LLM again for them. Turns are JSON-serialisable through ``to_dict``.
 from __future__ import annotations
 
 import abc
-import base64
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,6 +17,7 @@ from typing import Any, ClassVar
 
 from agent.llm import ChatModel, Message
 from agent.sql import QueryResult, SchemaInfo
+from agent.sql.base import json_cell
 from agent.tools.base import ToolRunner
 
 from .prompt import Exemplar
@@ -97,7 +97,7 @@ class TurnRecord:
             "completion": self.completion, "thought": self.thought, "action": self.action, "tool": self.tool,
             "args": _json_safe(list(self.args)), "kwargs": _json_safe(dict(self.kwargs)),
             "observation": self.observation, "tool_ok": self.tool_ok, "sql": self.sql,
-            "result": _result_to_dict(self.result),
+            "result": self.result.to_json() if self.result is not None else None,
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "cost": self.cost,
             "llm_latency_ms": self.llm_latency_ms, "tool_latency_ms": self.tool_latency_ms,
             "llm_attempts": self.llm_attempts, "model": self.model, "finish_reason": self.finish_reason,
@@ -112,7 +112,7 @@ class TurnRecord:
             completion=d.get("completion"), thought=d.get("thought"), action=d.get("action"),
             tool=d.get("tool"), args=tuple(d.get("args") or ()), kwargs=dict(d.get("kwargs") or {}),
             observation=d.get("observation"), tool_ok=d.get("tool_ok"), sql=d.get("sql"),
-            result=_result_from_dict(d.get("result")),
+            result=QueryResult.from_json(d["result"]) if d.get("result") else None,
             prompt_tokens=int(d.get("prompt_tokens") or 0), completion_tokens=int(d.get("completion_tokens") or 0),
             cost=d.get("cost"), llm_latency_ms=d.get("llm_latency_ms"), tool_latency_ms=d.get("tool_latency_ms"),
             llm_attempts=int(d.get("llm_attempts") or 0), model=d.get("model"),
@@ -213,29 +213,8 @@ class Strategy(abc.ABC):
 
 
 def _json_safe(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     if isinstance(value, Mapping):
         return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return "base64:" + base64.b64encode(bytes(value)).decode()
-    return str(value)
-
-
-def _result_to_dict(result: QueryResult | None) -> dict[str, Any] | None:
-    if result is None:
-        return None
-    return {"columns": list(result.columns), "rows": [_json_safe(list(r)) for r in result.rows],
-            "total_rows": result.total_rows, "total_is_exact": result.total_is_exact,
-            "truncated_bytes": result.truncated_bytes, "elapsed_ms": result.elapsed_ms}
-
-
-def _result_from_dict(d: Mapping[str, Any] | None) -> QueryResult | None:
-    if not d:
-        return None
-    return QueryResult(columns=tuple(d["columns"]), rows=[tuple(r) for r in d["rows"]],
-                       total_rows=int(d["total_rows"]), total_is_exact=bool(d.get("total_is_exact", True)),
-                       truncated_bytes=bool(d.get("truncated_bytes", False)),
-                       elapsed_ms=float(d.get("elapsed_ms", 0.0)))
+    return json_cell(value)
