@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import base64
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -214,7 +215,6 @@ class QueryResult:
                 "total_rows": self.total_rows, "total_is_exact": self.total_is_exact,
                 "truncated_bytes": self.truncated_bytes, "elapsed_ms": self.elapsed_ms}
 
-
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> QueryResult:
         return cls(columns=tuple(d["columns"]), rows=[tuple(r) for r in d["rows"]], total_rows=int(d["total_rows"]),
@@ -222,7 +222,18 @@ class QueryResult:
                    truncated_bytes=bool(d.get("truncated_bytes", False)), elapsed_ms=float(d.get("elapsed_ms", 0)))
 
 
+def ms_since(started: float) -> float:
+    """Milliseconds since ``started`` (a time.monotonic() reading)."""
+    return (time.monotonic() - started) * 1000
+
+
+def row_size(row: tuple[Any, ...]) -> int:
+    """Approximate bytes of a row, for the byte cap: text and blobs by length, other values 8."""
+    return sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row)
+
+
 def json_cell(value: Any) -> Any:
+    """One result cell as JSON: bytes become ``base64:...`` text, dates and decimals their string form."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):

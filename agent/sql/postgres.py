@@ -31,6 +31,8 @@ from .base import (
     SchemaInfo,
     SQLError,
     TableInfo,
+    ms_since,
+    row_size,
 )
 from .guard import check_read_only
 from .stats import column_stats
@@ -87,7 +89,7 @@ class PostgresConnector(Connector):
                     for row in batch:
                         total += 1
                         if len(rows) < limits.max_rows and not truncated_bytes:
-                            size += sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row)
+                            size += row_size(row)
                             if size > limits.max_bytes:
                                 truncated_bytes = True
                             else:
@@ -98,7 +100,7 @@ class PostgresConnector(Connector):
         except pg_errors.QueryCanceled:
             self._rollback()
             if rows:
-                return QueryResult(columns, rows, total, False, truncated_bytes, _ms(started))
+                return QueryResult(columns, rows, total, False, truncated_bytes, ms_since(started))
             raise QueryTimeout(f"Query stopped after {limits.timeout_s:g} s (time limit).") from None
         except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:
             self._rollback()
@@ -110,7 +112,7 @@ class PostgresConnector(Connector):
             self._rollback()
             raise SQLError(_first_line(exc)) from None
         self._rollback()
-        return QueryResult(columns, rows, total, exact, truncated_bytes, _ms(started))
+        return QueryResult(columns, rows, total, exact, truncated_bytes, ms_since(started))
 
     def _rollback(self) -> None:
         try:
@@ -208,6 +210,3 @@ class PostgresConnector(Connector):
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
 
-
-def _ms(started: float) -> float:
-    return (time.monotonic() - started) * 1000

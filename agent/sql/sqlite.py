@@ -28,6 +28,8 @@ from .base import (
     SchemaInfo,
     SQLError,
     TableInfo,
+    ms_since,
+    row_size,
 )
 from .guard import check_read_only
 from .stats import column_stats
@@ -99,7 +101,7 @@ class SQLiteConnector(Connector):
             for row in cursor:
                 total += 1
                 if len(rows) < limits.max_rows and not truncated_bytes:
-                    size += _row_size(row)
+                    size += row_size(row)
                     if size > limits.max_bytes:
                         truncated_bytes = True
                     else:
@@ -111,7 +113,7 @@ class SQLiteConnector(Connector):
             if "interrupted" in str(exc) and time.monotonic() > self._deadline:
                 if rows or total:
                     # Counting past the rows we keep ran out of time: keep what we have.
-                    return QueryResult(columns, rows, total, False, truncated_bytes, _ms(started))
+                    return QueryResult(columns, rows, total, False, truncated_bytes, ms_since(started))
                 raise QueryTimeout(f"Query stopped after {limits.timeout_s:g} s (time limit).") from None
             raise _translate(exc) from None
         except sqlite3.DatabaseError as exc:
@@ -120,7 +122,7 @@ class SQLiteConnector(Connector):
             raise SQLError(str(exc)) from None
         finally:
             self._deadline = float("inf")
-        return QueryResult(columns, rows, total, exact, truncated_bytes, _ms(started))
+        return QueryResult(columns, rows, total, exact, truncated_bytes, ms_since(started))
 
     def _internal(self, sql: str) -> list[tuple[Any, ...]]:
         """Trusted introspection SQL: still read-only (authorizer, query_only), no guard parse."""
@@ -184,14 +186,6 @@ class SQLiteConnector(Connector):
 def _lenient_text(raw: bytes) -> str:
     # Spider and BIRD files hold some invalid UTF-8; never fail a query over it.
     return raw.decode("utf-8", errors="replace")
-
-
-def _row_size(row: tuple[Any, ...]) -> int:
-    return sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row)
-
-
-def _ms(started: float) -> float:
-    return (time.monotonic() - started) * 1000
 
 
 def _translate(exc: sqlite3.Error) -> SQLError:
