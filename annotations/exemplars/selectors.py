@@ -130,3 +130,15 @@ def set_list():
 def published_versions():
     """Every set version, newest first within each set: the choices of an "exemplar set" field on the Ask form."""
     return ExemplarSetVersion.objects.select_related("exemplar_set").order_by("exemplar_set__name", "-number")
+
+
+def version_from_spec(spec: str) -> ExemplarSetVersion | None:
+    """``SET`` (its newest version) or ``SET:N`` / ``SET:vN``, as the command line takes it; None if absent."""
+    name, _, number = spec.partition(":")
+    versions = ExemplarSetVersion.objects.filter(exemplar_set__name=name).order_by("-number")
+    if number:
+        digits = number.lstrip("v")
+        if not digits.isdigit():
+            return None
+        versions = versions.filter(number=int(digits))
+    return versions.first()

@@ -49,13 +49,9 @@ class Command(BaseCommand):
         self._follow(session.pk)
 
     def _version(self, spec: str):
-        from annotations.models import ExemplarSetVersion
+        from annotations.exemplars.selectors import version_from_spec
 
-        name, _, number = spec.partition(":")
-        versions = ExemplarSetVersion.objects.filter(exemplar_set__name=name).order_by("-number")
-        if number:
-            versions = versions.filter(number=int(number.lstrip("v")))
-        version = versions.first()
+        version = version_from_spec(spec)
         if version is None:
             raise CommandError(f"No published version {spec!r} of an exemplar set.")
         return version

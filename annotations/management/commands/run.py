@@ -3,6 +3,7 @@ import time
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from annotations.exemplars.selectors import version_from_spec
 from annotations.runs import selectors, services
 from annotations.runs.models import Dataset, Run
 
@@ -34,9 +35,9 @@ class Command(BaseCommand):
                 raise CommandError(f"No dataset named {o['dataset']!r}.")
             version = None
             if o["exemplars"]:
-                from agent.management.commands.ask import Command as AskCommand
-
-                version = AskCommand()._version(o["exemplars"])
+                version = version_from_spec(o["exemplars"])
+                if version is None:
+                    raise CommandError(f"No published version {o['exemplars']!r} of an exemplar set.")
             try:
                 run = services.run_create_agent(
                     dataset=dataset, name=o["name"] or f"{o['strategy']} on {dataset.name}", strategy=o["strategy"],

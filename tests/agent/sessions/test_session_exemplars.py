@@ -53,3 +53,19 @@ def test_a_versions_own_tool_description_is_sent_unless_a_tool_is_switched_off(d
     first, second = (r.messages[0]["content"] for r in server.chat_requests())
     assert first.startswith("CUSTOM TOOLS TEXT")
     assert "CUSTOM TOOLS TEXT" not in second and "FindShortestPath" not in second
+
+
+def test_exemplar_set_versions_are_named_on_the_command_line_as_set_or_set_n(demo_database, django_user_model):
+    from django.core.management import CommandError, call_command
+
+    from annotations.exemplars.selectors import version_from_spec
+
+    author = django_user_model.objects.create_user("ana", password="pw-ana-123")
+    exemplar_set = exemplar_services.set_create(name="cli-set", user=author)
+    v1 = exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[], user=author, tool_description="a")
+    v2 = exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[], user=author, tool_description="b")
+    assert version_from_spec("cli-set") == v2
+    assert version_from_spec("cli-set:1") == v1 and version_from_spec("cli-set:v2") == v2
+    assert version_from_spec("cli-set:x") is None and version_from_spec("nope") is None
+    with pytest.raises(CommandError, match="No published version"):
+        call_command("ask", "chinook", "How many artists?", "--exemplars", "cli-set:9")
