@@ -312,6 +312,13 @@ def preview(strategy: Strategy, ctx: SessionContext, previous_turns: Sequence[Tu
     return []
 
 
+class PipelineStrategy(Strategy):
+    """A strategy whose steps go through TurnLog; its preview dry-runs the pipeline to the next LLM call."""
+
+    def preview_messages(self, ctx: SessionContext, previous_turns: Sequence[TurnRecord] = ()) -> list[Message]:
+        return preview(self, ctx, previous_turns)
+
+
 class ConfigBase:
     """Snapshot helpers shared by the strategies' frozen config dataclasses (model and sampling fields)."""
 

@@ -38,6 +38,7 @@ from agent.tools.text import ident, sql_literal, stemmed_tokens
 
 from ._common import (
     ConfigBase,
+    PipelineStrategy,
     Stop,
     TurnLog,
     ask,
@@ -49,7 +50,6 @@ from ._common import (
     fetch_rows,
     is_empty,
     outcome,
-    preview,
     question_text,
     result_text,
     rows_text,
@@ -62,7 +62,6 @@ from .base import (
     SessionContext,
     ShouldCancel,
     Status,
-    Strategy,
     TurnKind,
     TurnRecord,
     never_cancel,
@@ -124,15 +123,11 @@ class DartSQLConfig(ConfigBase):
             raise ValueError("relevant_fraction must be between 0 and 1")
 
 
-
-class DartSQL(Strategy):
+class DartSQL(PipelineStrategy):
     substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
     name = "dart_sql"
     config_class = DartSQLConfig
     config: DartSQLConfig
-
-    def preview_messages(self, ctx: SessionContext, previous_turns: Sequence[TurnRecord] = ()) -> list[Message]:
-        return preview(self, ctx, previous_turns)
 
     def run(
         self,

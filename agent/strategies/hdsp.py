@@ -39,6 +39,7 @@ from annotations.evaluation.quality import (
 
 from ._common import (
     ConfigBase,
+    PipelineStrategy,
     Stop,
     TurnLog,
     ask,
@@ -47,11 +48,10 @@ from ._common import (
     dialect,
     extract_sql,
     outcome,
-    preview,
     question_text,
     run_sql,
 )
-from .base import OnTurn, Outcome, SessionContext, ShouldCancel, Status, Strategy, TurnRecord, never_cancel
+from .base import OnTurn, Outcome, SessionContext, ShouldCancel, Status, TurnRecord, never_cancel
 
 SUBSTITUTIONS: str = (
     "HDSP compares the type of the predicted query's result with the type of an answer ChatGPT gives "
@@ -124,15 +124,11 @@ class HDSPConfig(ConfigBase):
             object.__setattr__(self, "gold_sql", None)
 
 
-
-class HDSP(Strategy):
+class HDSP(PipelineStrategy):
     substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
     name = "hdsp"
     config_class = HDSPConfig
     config: HDSPConfig
-
-    def preview_messages(self, ctx: SessionContext, previous_turns: Sequence[TurnRecord] = ()) -> list[Message]:
-        return preview(self, ctx, previous_turns)
 
     def run(
         self,

@@ -37,6 +37,7 @@ from agent.tools.base import ToolRunner
 
 from ._common import (
     ConfigBase,
+    PipelineStrategy,
     Stop,
     TurnLog,
     ask,
@@ -48,7 +49,6 @@ from ._common import (
     first_line,
     is_empty,
     outcome,
-    preview,
     question_text,
     result_text,
     run_sql,
@@ -60,7 +60,6 @@ from .base import (
     SessionContext,
     ShouldCancel,
     Status,
-    Strategy,
     TurnKind,
     TurnRecord,
     never_cancel,
@@ -116,15 +115,11 @@ class SCLSQLConfig(ConfigBase):
         object.__setattr__(self, "example_pool", pool)
 
 
-
-class SCLSQL(Strategy):
+class SCLSQL(PipelineStrategy):
     substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
     name = "scl_sql"
     config_class = SCLSQLConfig
     config: SCLSQLConfig
-
-    def preview_messages(self, ctx: SessionContext, previous_turns: Sequence[TurnRecord] = ()) -> list[Message]:
-        return preview(self, ctx, previous_turns)
 
     def run(
         self,
