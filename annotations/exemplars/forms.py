@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from django import forms
 
 from agent.models import Database
-from agent.tools import TOOL_NAMES
 from agent.tool_calls import action_text, call_from_fields
+from agent.tools import TOOL_NAMES
 
 STEP_TOOLS = (*TOOL_NAMES, "Done", "Raw")
 
