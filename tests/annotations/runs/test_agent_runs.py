@@ -6,16 +6,8 @@ from agent.models import AgentSession
 from agent.services import sessions
 from annotations.runs import selectors, services
 from annotations.runs.models import Run
-from tests.conftest import SPIDER_DIR
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def spider_dev():
-    if not SPIDER_DIR.exists():
-        pytest.skip("Spider dev data not available")
-    return services.dataset_import(kind="spider", path=SPIDER_DIR, name="spider-dev", build_indexes=False)
 
 
 def drive(run):

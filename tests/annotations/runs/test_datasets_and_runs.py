@@ -16,13 +16,6 @@ pytestmark = pytest.mark.django_db
 GOLD_LINES = (SPIDER_DIR / "dev_gold.sql").read_text().splitlines() if SPIDER_DIR.exists() else []
 
 
-@pytest.fixture
-def spider_dev():
-    if not SPIDER_DIR.exists():
-        pytest.skip("Spider dev data not available")
-    return services.dataset_import(kind="spider", path=SPIDER_DIR, name="spider-dev", build_indexes=False)
-
-
 def predictions(transform=lambda i, sql: sql) -> str:
     return "\n".join(transform(i, line.rsplit("\t", 1)[0]) for i, line in enumerate(GOLD_LINES)) + "\n"
 
