@@ -54,17 +54,18 @@ DEFAULT_MAX_BYTES = 256_000_000
 # --- database resolution ------------------------------------------------------------
 
 
+def suite_files(folder: str | os.PathLike[str]) -> tuple[Path, ...]:
+    """Every ``*.sqlite`` file of one database's folder (a Spider test suite holds several); none if missing."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return ()
+    return tuple(sorted(p for p in folder.iterdir() if p.suffix == ".sqlite" and p.is_file()))
+
+
 def spider_db_resolver(database_dir: str | os.PathLike[str]) -> DbResolver:
-    """Every ``*.sqlite`` file in ``database_dir/<db_id>/`` (test suites hold several); none if missing."""
+    """Every ``*.sqlite`` file in ``database_dir/<db_id>/``; none if missing."""
     root = Path(database_dir)
-
-    def resolve(db_id: str) -> tuple[Path, ...]:
-        folder = root / db_id
-        if not folder.is_dir():
-            return ()
-        return tuple(sorted(p for p in folder.iterdir() if p.suffix == ".sqlite" and p.is_file()))
-
-    return resolve
+    return lambda db_id: suite_files(root / db_id)
 
 
 def bird_db_resolver(database_dir: str | os.PathLike[str]) -> DbResolver:

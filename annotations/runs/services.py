@@ -29,6 +29,7 @@ from annotations.evaluation import (
     parse_spider_predictions,
 )
 from annotations.evaluation.quality import f_nc
+from annotations.evaluation.runner import suite_files
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
 from t2s_site.conf import studio_settings
 
@@ -136,15 +137,7 @@ def db_resolver_for(dataset: Dataset):
     """db_id -> every .sqlite file of its folder (Spider test suites hold several)."""
     locations = {q.db_id: q.database.location for q in
                  dataset.questions.select_related("database").filter(database__engine="sqlite")}
-
-    def resolve(db_id: str) -> tuple[Path, ...]:
-        location = locations.get(db_id)
-        if not location:
-            return ()
-        folder = Path(location).parent
-        return tuple(sorted(p for p in folder.iterdir() if p.suffix == ".sqlite" and p.is_file()))
-
-    return resolve
+    return lambda db_id: suite_files(Path(locations[db_id]).parent) if db_id in locations else ()
 
 
 # --- runs -------------------------------------------------------------------------------
