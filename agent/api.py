@@ -54,10 +54,8 @@ class DatabaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
     def create(self, request: Request, *args, **kwargs) -> Response:
         incoming = DatabaseCreateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
-        if Database.objects.filter(name=incoming.validated_data["name"]).exists():
-            raise serializers.ValidationError({"name": ["A database with this name is already registered."]})
         try:
-            database = services.database_register(**incoming.validated_data)
+            database = services.database_register(**incoming.validated_data, must_be_new=True)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.message_dict) from None
         return Response(DatabaseSerializer(database).data, status=status.HTTP_201_CREATED)

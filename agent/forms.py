@@ -29,12 +29,6 @@ class DatabaseRegisterForm(forms.Form):
     )
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
-    def clean_name(self) -> str:
-        name = self.cleaned_data["name"]
-        if Database.objects.filter(name=name).exists():
-            raise forms.ValidationError("A database with this name is already registered.")
-        return name
-
 
 class AskForm(forms.Form):
     database = forms.ModelChoiceField(queryset=Database.objects.ready(), to_field_name="name", empty_label=None)

@@ -46,16 +46,20 @@ def open_connector(database: Database, *, limits: Limits | None = None) -> Conne
 
 def database_register(
     *, name: str, location: str, description: str = "", engine: str | None = None, is_demo: bool = False,
-    column_descriptions: dict[str, str] | None = None, refresh: str = "async",
+    column_descriptions: dict[str, str] | None = None, refresh: str = "async", must_be_new: bool = False,
 ) -> Database:
     """Register (or re-point) a target database and schedule its introspection.
 
     ``refresh`` is ``"async"`` (a Celery task after commit), ``"sync"`` (now, in
-    this process: the CLI and bootstrap use it) or ``"none"``.
+    this process: the CLI and bootstrap use it) or ``"none"``. ``must_be_new``
+    refuses a name already registered (the web form and the API) instead of re-pointing it.
     """
+    existing = Database.objects.filter(name=name).first()
+    if existing is not None and must_be_new:
+        raise ValidationError({"name": ["A database with this name is already registered."]})
     engine = engine or engine_for_location(location)
     location = _normalise_location(engine, location)
-    database = Database.objects.filter(name=name).first() or Database(name=name)
+    database = existing or Database(name=name)
     changed = database.pk is None or database.location != location or database.engine != engine
     if column_descriptions is not None and column_descriptions != database.column_descriptions:
         database.column_descriptions = column_descriptions

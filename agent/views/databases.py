@@ -26,7 +26,7 @@ def database_register(request: HttpRequest) -> HttpResponse:
     form = DatabaseRegisterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            database = services.database_register(**form.cleaned_data)
+            database = services.database_register(**form.cleaned_data, must_be_new=True)
         except ValidationError as exc:
             for field, errors in exc.message_dict.items():
                 form.add_error(field if field in form.fields else None, errors)

@@ -111,3 +111,10 @@ def test_openapi_schema_is_served(user_client):
 def test_admin_works_for_the_database_model(staff_client, demo_database):
     assert staff_client.get(reverse("admin:agent_database_changelist")).status_code == 200
     assert staff_client.get(reverse("admin:agent_database_change", args=[demo_database.pk])).status_code == 200
+
+
+def test_registering_a_name_already_taken_is_refused_in_the_browser(staff_client, demo_database, chinook_copy):
+    response = staff_client.post(reverse("database_register"), {"name": "chinook", "location": str(chinook_copy)})
+    assert "already registered" in response.content.decode()
+    demo_database.refresh_from_db()
+    assert demo_database.location != str(chinook_copy)  # the existing registration is untouched
