@@ -17,3 +17,13 @@ def as_result(data):
     from agent.sql import QueryResult
 
     return QueryResult.from_json(data) if data else None
+
+
+@register.filter
+def badge_class(obj) -> str:
+    """Badge colour for a session or a run: ok when it succeeded, pending while active, error otherwise."""
+    if obj.status in ("answered", "done"):
+        return "ok"
+    if obj.status in ("queued", "running", "pending", "evaluating"):
+        return "pending"
+    return "error"
