@@ -4,7 +4,7 @@ from django import forms
 
 from agent.models import AgentSession, Database, name_validator
 from agent.strategies import STRATEGIES
-from agent.tools import TOOL_NAMES
+from agent.tools import tool_names
 
 STRATEGY_LABELS = {
     "interactive_t2s": "Interactive-T2S (ReAct agent with tools)",
@@ -12,6 +12,11 @@ STRATEGY_LABELS = {
     "scl_sql": "SCL-SQL (self-contrastive loop)",
     "hdsp": "HDSP (step-by-step prompt + SQL quality feedback)",
 }
+
+
+def tool_choices() -> list[tuple[str, str]]:
+    """The registered tools, read when a form is built (so a tool registered later is offered)."""
+    return [(t, t) for t in tool_names()]
 
 
 def strategy_choices() -> list[tuple[str, str]]:
@@ -45,7 +50,7 @@ class AskForm(forms.Form):
                                     widget=forms.NumberInput(attrs={"placeholder": "paper default"}))
     temperature = forms.FloatField(min_value=0, max_value=2, required=False,
                                    widget=forms.NumberInput(attrs={"placeholder": "paper default", "step": "0.05"}))
-    tools = forms.MultipleChoiceField(choices=[(t, t) for t in TOOL_NAMES], initial=list(TOOL_NAMES),
+    tools = forms.MultipleChoiceField(choices=tool_choices, initial=tool_names,
                                       widget=forms.CheckboxSelectMultiple,
                                       help_text="Switch tools off for ablations (the paper's run without FindShortestPath).")
 

@@ -26,7 +26,7 @@ from django.utils import timezone
 from agent.llm import LLMClient, LLMSettings, Message, PriceTable
 from agent.models import AgentSession, Database, LLMEndpoint, Turn
 from agent.strategies import STRATEGIES, SessionContext, TurnRecord, create_strategy
-from agent.tools import TOOL_NAMES, IndexMissing
+from agent.tools import IndexMissing
 from t2s_site.conf import studio_settings
 
 from .databases import toolbox_for
@@ -299,7 +299,7 @@ def session_execute(*, session_id: int) -> None:
     try:
         previous = session_records(session)
         strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
-        tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", TOOL_NAMES))
+        tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", None))
         llm = llm_client_from_snapshot(session.config["llm"])
         exemplars, custom_tools_text = _exemplars(session.config)
         ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,

@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 from agent.llm import ChatModel, Completion, LLMError, Message
 from agent.sql import QueryResult, SchemaInfo
-from agent.tools.base import TOOL_NAMES, ToolResult
+from agent.tools import registry
+from agent.tools.base import ToolResult
 from agent.tools.text import ident, sql_literal
 
 from .base import OnTurn, Outcome, SessionContext, ShouldCancel, Status, Strategy, Totals, TurnRecord
@@ -291,7 +292,7 @@ class _PreviewTools:
 
     def __init__(self, schema: SchemaInfo) -> None:
         self.schema = schema
-        self.tool_names = TOOL_NAMES
+        self.tool_names = registry.tool_names()
 
     def run(self, name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> ToolResult:
         return ToolResult("Error: not run in a preview.", False, 0.0)

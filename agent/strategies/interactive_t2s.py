@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from agent.llm import PAPER_STOP, ChatModel, Completion, LLMError, Message, cut_at_stop
-from agent.tools.base import TOOL_NAMES, ToolResult, ToolRunner
+from agent.tools import registry
+from agent.tools.base import ToolResult, ToolRunner
 
 from .base import (
     OnTurn,
@@ -61,7 +62,7 @@ class InteractiveT2SConfig:
     stop: tuple[str, ...] = PAPER_STOP
     max_rounds: int = 12
     max_total_tokens: int | None = None  # prompt + completion over the session; checked before each call
-    enabled_tools: tuple[str, ...] = TOOL_NAMES
+    enabled_tools: tuple[str, ...] = field(default_factory=registry.tool_names)
     use_evidence: bool = True
     max_observation_chars: int = 8000  # keeps one huge observation from eating the context window
 
@@ -181,7 +182,7 @@ class InteractiveT2S(Strategy):
             return TurnRecord(**base)
         available = tuple(n for n in cfg.enabled_tools if n in tools.tool_names)
         valid = ", ".join([*available, DONE])
-        if action.name not in TOOL_NAMES:
+        if registry.find(action.name) is None:
             message = f"Unknown action {action.name!r}. Valid actions: {valid}."
             return TurnRecord(**base, observation=f"Error: {message}", error=message)
         if action.name not in available:

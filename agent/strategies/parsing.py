@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-DONE = "Done"
+from agent.tools.spec import DONE, render_call
 
 FORMAT_HINT = (
     "Write one action per step, on a line of its own, in the form Action: ToolName(arguments), "
@@ -48,9 +48,8 @@ class Action:
         return self.name == DONE
 
     def render(self) -> str:
-        """Canonical text of the call (Python literal syntax), e.g. for a console history."""
-        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
-        return self.name if self.is_done and not parts else f"{self.name}({', '.join(parts)})"
+        """The call's one text form (``agent.tools.spec.render_call``), which parses back to this action."""
+        return render_call(self.name, self.args, self.kwargs)
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,8 @@ from typing import Any
 
 from agent.llm import Message
 from agent.sql import SchemaInfo
-from agent.tools.base import TOOL_NAMES
-
-DONE = "Done"
+from agent.tools import registry
+from agent.tools.spec import DONE, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -60,64 +59,16 @@ class Exemplar:
 
 # --- tool description -----------------------------------------------------------
 
-_TOOL_TEXT: dict[str, str] = {
-    "SearchValue": (
-        "SearchValue(query: str | list[str], table: str | None = None, column: str | None = None)\n"
-        "Full-text search over the text cells of the database. Returns the stored cell values that best match "
-        "`query`, each with its table and column, as `table.column = value`. Give `table` and/or `column` to "
-        "search only there. Use it whenever the question names an entity or a string (a person, a place, a "
-        "category): the stored spelling often differs from the question's (case, abbreviations, trailing "
-        "spaces), and the SQL must use the stored spelling exactly. Numeric and id columns are not indexed."
-    ),
-    "SearchColumn": (
-        "SearchColumn(query: str | list[str])\n"
-        "Finds the columns whose meaning is closest to each phrase, e.g. SearchColumn([\"student name\", "
-        "\"date of birth\"]). For each column it returns the table, the column name, its type, its description "
-        "when there is one, and statistics about its values: a few sample values for free text (look the "
-        "exact value up with SearchValue), the list of values with their counts for categorical columns, "
-        "and the minimum and maximum for numbers and dates."
-    ),
-    "FindShortestPath": (
-        "FindShortestPath(start: str | list[str], end: str | list[str])\n"
-        "Finds how to join the tables of two sets of columns. Columns are written `table.column`. The schema "
-        "is a graph whose nodes are columns, linked within a table and across foreign keys; for each pair of "
-        "start and end columns the tool returns the shortest path, e.g. "
-        "`A.name <-> A.b_id = B.id <-> B.title`, where `A.b_id = B.id` is a join condition. Start and end "
-        "are interchangeable. Use it to write the JOIN clauses instead of guessing them."
-    ),
-    "ExecuteSQL": (
-        "ExecuteSQL(sql: str)\n"
-        "Runs one read-only {dialect} query and returns its rows (large results are cut). Use it to check "
-        "values and to run the final query. The last query you execute successfully is taken as the answer."
-    ),
-}
-
-_PROCESS_TEXT: dict[str, str] = {
-    "SearchValue": "If the question mentions a specific value or name, locate it with SearchValue to learn "
-                   "its exact spelling and which table and column hold it.",
-    "SearchColumn": "Locate the columns to select and to filter on with SearchColumn.",
-    "FindShortestPath": "Find how the tables of those columns join with FindShortestPath.",
-    "ExecuteSQL": "Write the complete query and run it with ExecuteSQL. The last successfully executed "
-                  "query is the answer, so make sure it is complete and correct, then finish with Done.",
-}
-
-
 def enabled_tool_names(enabled: Sequence[str] | None = None) -> tuple[str, ...]:
-    """The enabled tools in the canonical order; unknown names are rejected."""
-    names = TOOL_NAMES if enabled is None else tuple(enabled)
-    unknown = [n for n in names if n not in TOOL_NAMES]
-    if unknown:
-        raise ValueError(f"Unknown tools {unknown}; expected some of {list(TOOL_NAMES)}")
-    return tuple(n for n in _ORDER if n in names)
-
-
-_ORDER = ("SearchValue", "SearchColumn", "FindShortestPath", "ExecuteSQL")
+    """The enabled tools in the canonical order (all registered ones when None); unknown names are rejected."""
+    return registry.canonical(enabled)
 
 
 def tool_description(enabled_tools: Sequence[str] | None = None, *, dialect: str = "SQLite",
                      use_evidence: bool = False) -> str:
     """The instruction text (the paper's ``Inst``) for the given tools."""
-    tools = enabled_tool_names(enabled_tools)
+    specs = registry.specs(enabled_tools)
+    tools = tuple(spec.name for spec in specs)
     lines = [
         f"You answer questions about a {dialect} database by writing one SQL query. You cannot see the "
         "columns or the data directly: you discover them by calling tools, one call per step, and read each "
@@ -125,15 +76,12 @@ def tool_description(enabled_tools: Sequence[str] | None = None, *, dialect: str
         "",
         "Tools:",
     ]
-    for i, name in enumerate(tools, 1):
-        head, _, body = _TOOL_TEXT[name].format(dialect=dialect).partition("\n")
-        lines += [f"{i}. {head}", f"   {body}"]
+    for i, spec in enumerate(specs, 1):
+        lines += [f"{i}. {spec.heading()}", f"   {spec.description.format(dialect=dialect)}"]
     lines += ["", "How to proceed:"]
-    for i, name in enumerate(tools, 1):
-        lines.append(f"{i}. {_PROCESS_TEXT[name]}")
-    if "FindShortestPath" not in tools:
-        lines.append("Join tables on the foreign keys listed in the schema; check join columns with "
-                     "SearchColumn when a link is not listed.")
+    for i, spec in enumerate(specs, 1):
+        lines.append(f"{i}. {spec.guidance}")
+    lines += [spec.when_disabled for spec in registry.specs() if spec.when_disabled and spec.name not in tools]
     lines += [
         "",
         "Guidelines:",
@@ -157,7 +105,7 @@ def tool_description(enabled_tools: Sequence[str] | None = None, *, dialect: str
         "",
         "Format (follow the examples exactly):",
         "Thought: your reasoning for this step",
-        "Action: one call, e.g. " + _example_call(tools),
+        "Action: one call, e.g. " + _example_call(specs),
         f"- Exactly one action per step, one of: {actions}. Put literal values in quotes; for SQL that "
         "contains quotes use triple quotes.",
         "- Stop right after the Action line; the Observation is written for you.",
@@ -167,12 +115,11 @@ def tool_description(enabled_tools: Sequence[str] | None = None, *, dialect: str
     return "\n".join(lines)
 
 
-def _example_call(tools: Sequence[str]) -> str:
-    if "SearchColumn" in tools:
-        return 'SearchColumn(["student name", "date of birth"])'
-    if "ExecuteSQL" in tools:
-        return 'ExecuteSQL("SELECT COUNT(*) FROM student")'
-    return f'{tools[0]}("...")' if tools else DONE
+def _example_call(specs: Sequence[ToolSpec]) -> str:
+    with_example = sorted((s for s in specs if s.example), key=lambda s: s.example_rank)
+    if with_example:
+        return with_example[0].example
+    return f'{specs[0].name}("...")' if specs else DONE
 
 
 # --- schema and exemplars ---------------------------------------------------------

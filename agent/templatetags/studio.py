@@ -1,5 +1,8 @@
 from django import template
 
+from agent.sql import QueryResult
+from agent.tools import registry
+
 register = template.Library()
 
 
@@ -14,8 +17,6 @@ def cell(value: object) -> str:
 @register.filter
 def as_result(data):
     """A stored result (JSON) as a QueryResult for partials/result_table.html."""
-    from agent.sql import QueryResult
-
     return QueryResult.from_json(data) if data else None
 
 
@@ -27,3 +28,21 @@ def badge_class(obj) -> str:
     if obj.status in ("queued", "running", "pending", "evaluating"):
         return "pending"
     return "error"
+
+
+@register.inclusion_tag("agent/partials/tool_fields.html")
+def tool_fields(tool: str, form=None, suggest_prefix: str = "", required: bool = True) -> dict:
+    """The by-hand call form of one registered tool, from its spec's fields (tool and exemplar consoles).
+
+    ``suggest_prefix`` prefixes the ids of the page's completion lists (tables, columns, qualified).
+    """
+    spec = registry.find(tool)
+    data = form or {}
+    groups: list[list[dict]] = []  # consecutive one-line inputs share a grid row
+    for f in spec.fields if spec else ():
+        row = {"field": f, "value": data.get(f.name, ""), "list": f"{suggest_prefix}{f.suggest}" if f.suggest else ""}
+        if f.kind == "line" and groups and groups[-1][-1]["field"].kind == "line":
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return {"groups": groups, "required": required}

@@ -8,18 +8,25 @@
     tools = ToolBox(db, Path("var/indexes/chinook"))
     print(tools.run("SearchValue", ["AC/DC"]).observation)
 
+Each tool is one module with a ``SPEC`` (``agent.tools.spec.ToolSpec``) listed in
+``agent.tools.registry``; everything that knows about tools reads it from there.
+
 No Django here: the app's tasks and views call these functions.
 """
 
 from __future__ import annotations
 
-from .base import TOOL_NAMES, ToolResult, ToolRunner
+from . import registry
+from .base import ToolResult, ToolRunner
 from .build import COLUMN_BACKENDS, build_indexes
 from .embeddings import BackendUnavailable
 from .manifest import IndexManifest, IndexMissing, is_stale, read_manifest
-from .toolbox import ToolBox, clear_cache, usage
+from .registry import tool_names
+from .spec import DEFAULT_PROFILE, FormField, Param, ToolOutput, ToolSpec, render_call
+from .toolbox import ToolBox, clear_cache
 
 __all__ = [
-    "COLUMN_BACKENDS", "TOOL_NAMES", "BackendUnavailable", "IndexManifest", "IndexMissing", "ToolBox",
-    "ToolResult", "ToolRunner", "build_indexes", "clear_cache", "is_stale", "read_manifest", "usage",
+    "COLUMN_BACKENDS", "DEFAULT_PROFILE", "BackendUnavailable", "FormField", "IndexManifest", "IndexMissing",
+    "Param", "ToolBox", "ToolOutput", "ToolResult", "ToolRunner", "ToolSpec", "build_indexes", "clear_cache",
+    "is_stale", "read_manifest", "registry", "render_call", "tool_names",
 ]

@@ -8,8 +8,6 @@ from typing import Any, Protocol
 
 from agent.sql import QueryResult, SchemaInfo
 
-TOOL_NAMES: tuple[str, ...] = ("SearchColumn", "SearchValue", "FindShortestPath", "ExecuteSQL")
-
 
 @dataclass(frozen=True)
 class ToolResult:

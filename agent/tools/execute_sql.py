@@ -14,10 +14,14 @@ line. On failure, the database's error text, so the agent can fix the query::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from agent.sql import Connector, Limits, QueryResult, SQLError
 
 from .base import ToolResult
 from .errors import ToolError
+from .spec import DEFAULT_PROFILE, FormField, Param, ToolContext, ToolOutput, ToolSpec
 from .text import sql_literal
 
 DEFAULT_SHOW_ROWS = 20
@@ -44,13 +48,46 @@ def format_result(result: QueryResult, show_rows: int = DEFAULT_SHOW_ROWS) -> st
     return "\n".join(lines)
 
 
-def execute_sql(connector: Connector, sql: object, *, limits: Limits | None = None,
-                show_rows: int = DEFAULT_SHOW_ROWS) -> ToolResult:
+def run_query(connector: Connector, sql: object, *, limits: Limits | None = None,
+              show_rows: int = DEFAULT_SHOW_ROWS) -> ToolOutput:
+    """The query's rows, or the database's error text (``data``: (show_rows, result or error))."""
     if not isinstance(sql, str) or not sql.strip():
         raise ToolError('ExecuteSQL needs one SQL query as a string, e.g. ExecuteSQL("SELECT name FROM singer").')
     text = sql.strip()
     try:
         result = connector.execute(text, limits=limits)
     except SQLError as exc:
-        return ToolResult(f"Error: {exc}", False, 0.0, sql=text)
-    return ToolResult(format_result(result, show_rows), True, 0.0, sql=text, result=result)
+        return ToolOutput((show_rows, str(exc)), ok=False, sql=text)
+    return ToolOutput((show_rows, result), sql=text, result=result)
+
+
+def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
+    show_rows, found = output.data
+    return format_result(found, show_rows) if isinstance(found, QueryResult) else f"Error: {found}"
+
+
+def execute_sql(connector: Connector, sql: object, *, limits: Limits | None = None,
+                show_rows: int = DEFAULT_SHOW_ROWS) -> ToolResult:
+    output = run_query(connector, sql, limits=limits, show_rows=show_rows)
+    return ToolResult(observe(output), output.ok, 0.0, sql=output.sql, result=output.result)
+
+
+def _execute(ctx: ToolContext, a: Mapping[str, Any]) -> ToolOutput:
+    return run_query(ctx.connector, a["sql"], limits=ctx.limits, show_rows=ctx.show_rows)
+
+
+SPEC = ToolSpec(
+    name="ExecuteSQL",
+    params=(Param("sql", "str", aliases=("query",)),),
+    description=(
+        "Runs one read-only {dialect} query and returns its rows (large results are cut). Use it to check "
+        "values and to run the final query. The last query you execute successfully is taken as the answer."
+    ),
+    guidance="Write the complete query and run it with ExecuteSQL. The last successfully executed "
+             "query is the answer, so make sure it is complete and correct, then finish with Done.",
+    execute=_execute,
+    observe=observe,
+    fields=(FormField("sql", "SQL", "sql", kind="text", required=True, placeholder="SELECT ...", mono=True),),
+    example='ExecuteSQL("SELECT COUNT(*) FROM student")',
+    example_rank=1,
+)

@@ -13,9 +13,14 @@ the groups of tables the foreign keys do connect.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from .base import ToolResult
 from .errors import ToolError, closest, str_list
 from .fk_graph import JoinGraph, Node
+from .spec import DEFAULT_PROFILE, FormField, Param, ToolContext, ToolOutput, ToolSpec
 from .text import ident, loose_name, qualified
 
 _GROUP_SHOWN = 8
@@ -42,22 +47,73 @@ def _group(graph: JoinGraph, table: str) -> str:
     return shown + (f" and {len(tables) - _GROUP_SHOWN} more" if len(tables) > _GROUP_SHOWN else "")
 
 
-def find_shortest_path(graph: JoinGraph, start: object, end: object) -> ToolResult:
+@dataclass(frozen=True)
+class NoPath:
+    """Two columns the foreign keys do not connect, with the tables each one does reach."""
+
+    start: str
+    end: str
+    start_table: str
+    end_table: str
+    start_group: str
+    end_group: str
+
+
+def find_paths(graph: JoinGraph, start: object, end: object) -> ToolOutput:
+    """One entry per (start, end) pair: the path as text, or a NoPath."""
     starts = [_resolve(graph, s) for s in str_list(start, "start")]
     ends = [_resolve(graph, e) for e in str_list(end, "end")]
     if not starts or not ends:
         raise ToolError('FindShortestPath needs start and end columns, e.g. FindShortestPath("a.x", "b.y").')
-    lines = []
-    ok = True
+    found: list[str | NoPath] = []
+    cs = graph.case_sensitive
     for s in dict.fromkeys(starts):
         for e in dict.fromkeys(ends):
             path = graph.shortest_path(s, e)
-            if path is not None:
-                lines.append(path)
-                continue
-            ok = False
-            cs = graph.case_sensitive
-            lines.append(f"No join path from {graph.name(s)} to {graph.name(e)}: "
-                         f"the foreign keys connect {ident(s[1], cs)} only with [{_group(graph, s[1])}] "
-                         f"and {ident(e[1], cs)} only with [{_group(graph, e[1])}].")
-    return ToolResult("\n".join(lines), ok, 0.0)
+            found.append(path if path is not None else NoPath(
+                graph.name(s), graph.name(e), ident(s[1], cs), ident(e[1], cs), _group(graph, s[1]),
+                _group(graph, e[1])))
+    return ToolOutput(tuple(found), ok=not any(isinstance(p, NoPath) for p in found))
+
+
+def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
+    lines = []
+    for p in output.data:
+        if isinstance(p, NoPath):
+            lines.append(f"No join path from {p.start} to {p.end}: "
+                         f"the foreign keys connect {p.start_table} only with [{p.start_group}] "
+                         f"and {p.end_table} only with [{p.end_group}].")
+        else:
+            lines.append(p)
+    return "\n".join(lines)
+
+
+def find_shortest_path(graph: JoinGraph, start: object, end: object) -> ToolResult:
+    output = find_paths(graph, start, end)
+    return ToolResult(observe(output), output.ok, 0.0)
+
+
+def _execute(ctx: ToolContext, a: Mapping[str, Any]) -> ToolOutput:
+    return find_paths(ctx.indexes.graph, a["start"], a["end"])
+
+
+SPEC = ToolSpec(
+    name="FindShortestPath",
+    params=(Param("start", "str | list[str]"), Param("end", "str | list[str]")),
+    description=(
+        "Finds how to join the tables of two sets of columns. Columns are written `table.column`. The schema "
+        "is a graph whose nodes are columns, linked within a table and across foreign keys; for each pair of "
+        "start and end columns the tool returns the shortest path, e.g. "
+        "`A.name <-> A.b_id = B.id <-> B.title`, where `A.b_id = B.id` is a join condition. Start and end "
+        "are interchangeable. Use it to write the JOIN clauses instead of guessing them."
+    ),
+    guidance="Find how the tables of those columns join with FindShortestPath.",
+    execute=_execute,
+    observe=observe,
+    fields=(FormField("start", "Start column", "start", required=True, suggest="qualified", keyword=True,
+                      placeholder="Table.column"),
+            FormField("end", "End column", "end", required=True, suggest="qualified", keyword=True,
+                      placeholder="Table.column")),
+    when_disabled="Join tables on the foreign keys listed in the schema; check join columns with "
+                  "SearchColumn when a link is not listed.",
+)

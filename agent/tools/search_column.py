@@ -12,12 +12,26 @@ name; statistics from ColumnStats.describe())::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from .base import ToolResult
 from .column_index import ColumnDoc, ColumnIndex
 from .errors import ToolError, str_list
+from .spec import DEFAULT_PROFILE, FormField, Param, ToolContext, ToolOutput, ToolSpec
 from .text import qualified, split_name, sql_literal
 
 DEFAULT_K = 5
+
+
+@dataclass(frozen=True)
+class ColumnMatches:
+    """The phrases as asked (blank ones included) and the top columns of each non-blank phrase."""
+
+    phrases: tuple[str, ...]
+    hits: Mapping[str, list[tuple[ColumnDoc, float]]]
+    case_sensitive: bool
 
 
 def format_column(doc: ColumnDoc, case_sensitive: bool = False) -> str:
@@ -31,21 +45,55 @@ def format_column(doc: ColumnDoc, case_sensitive: bool = False) -> str:
     return " | ".join(parts)
 
 
-def search_column(index: ColumnIndex, query: object, *, k: int = DEFAULT_K) -> ToolResult:
+def find_columns(index: ColumnIndex, query: object, *, k: int = DEFAULT_K) -> ToolOutput:
     phrases = str_list(query, "query")
     if not phrases or not any(p.strip() for p in phrases):
         raise ToolError('SearchColumn needs words describing a column, e.g. SearchColumn("singer age").')
-    blocks = []
     asked = [p for p in phrases if p.strip()]
-    results = dict(zip(asked, index.search_many(asked, k), strict=True))
-    for phrase in phrases:
+    hits = dict(zip(asked, index.search_many(asked, k), strict=True))
+    return ToolOutput(ColumnMatches(tuple(phrases), hits, index.case_sensitive))
+
+
+def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
+    found: ColumnMatches = output.data
+    blocks = []
+    for phrase in found.phrases:
         header = f"{sql_literal(phrase.strip())}:"
         if not phrase.strip():
             blocks.append(f"{header} (empty phrase skipped)")
             continue
-        hits = results[phrase]
+        hits = found.hits[phrase]
         if not hits:
             blocks.append(f"{header} no column matches these words; try other words for the same meaning.")
             continue
-        blocks.append("\n".join([header, *(format_column(doc, index.case_sensitive) for doc, _ in hits)]))
-    return ToolResult("\n".join(blocks), True, 0.0)
+        blocks.append("\n".join([header, *(format_column(doc, found.case_sensitive) for doc, _ in hits)]))
+    return "\n".join(blocks)
+
+
+def search_column(index: ColumnIndex, query: object, *, k: int = DEFAULT_K) -> ToolResult:
+    output = find_columns(index, query, k=k)
+    return ToolResult(observe(output), output.ok, 0.0)
+
+
+def _execute(ctx: ToolContext, a: Mapping[str, Any]) -> ToolOutput:
+    return find_columns(ctx.indexes.columns, a["query"], k=ctx.column_k)
+
+
+SPEC = ToolSpec(
+    name="SearchColumn",
+    params=(Param("query", "str | list[str]", aliases=("semantic", "phrase")),),
+    description=(
+        "Finds the columns whose meaning is closest to each phrase, e.g. SearchColumn([\"student name\", "
+        "\"date of birth\"]). For each column it returns the table, the column name, its type, its description "
+        "when there is one, and statistics about its values: a few sample values for free text (look the "
+        "exact value up with SearchValue), the list of values with their counts for categorical columns, "
+        "and the minimum and maximum for numbers and dates."
+    ),
+    guidance="Locate the columns to select and to filter on with SearchColumn.",
+    execute=_execute,
+    observe=observe,
+    fields=(FormField("phrases", "Phrases, one per line", "query", kind="lines", required=True, rows=2,
+                      placeholder="artist name\nnumber of tracks"),),
+    example='SearchColumn(["student name", "date of birth"])',
+    example_rank=0,
+)

@@ -15,8 +15,13 @@ Filters take a name or a list of names; ``column`` may be ``col`` or ``table.col
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from .base import ToolResult
 from .errors import ToolError, closest, str_list
+from .spec import DEFAULT_PROFILE, FormField, Param, ToolContext, ToolOutput, ToolSpec
 from .text import qualified, sql_literal
 from .value_index import Cell, ValueIndex
 
@@ -61,12 +66,55 @@ def format_cells(query: str, cells: list[Cell], case_sensitive: bool = False) ->
     return "\n".join(lines)
 
 
-def search_value(index: ValueIndex, query: object, table: object = None, column: object = None, *,
-                 limit: int = DEFAULT_LIMIT) -> ToolResult:
+@dataclass(frozen=True)
+class ValueMatches:
+    """Each non-blank value asked for, with its cells best first."""
+
+    cells: tuple[tuple[str, list[Cell]], ...]
+    case_sensitive: bool
+
+
+def find_values(index: ValueIndex, query: object, table: object = None, column: object = None, *,
+                limit: int = DEFAULT_LIMIT) -> ToolOutput:
     values = str_list(query, "query")
     if not any(v.strip() for v in values):
         raise ToolError('SearchValue needs the value to look for, e.g. SearchValue("France").')
     ids = _filters(index, table, column)
-    blocks = [format_cells(v, index.search(v, limit=limit, col_ids=ids), index.case_sensitive)
-              for v in values if v.strip()]
-    return ToolResult("\n".join(blocks), True, 0.0)
+    found = tuple((v, index.search(v, limit=limit, col_ids=ids)) for v in values if v.strip())
+    return ToolOutput(ValueMatches(found, index.case_sensitive))
+
+
+def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
+    found: ValueMatches = output.data
+    return "\n".join(format_cells(v, cells, found.case_sensitive) for v, cells in found.cells)
+
+
+def search_value(index: ValueIndex, query: object, table: object = None, column: object = None, *,
+                 limit: int = DEFAULT_LIMIT) -> ToolResult:
+    output = find_values(index, query, table, column, limit=limit)
+    return ToolResult(observe(output), output.ok, 0.0)
+
+
+def _execute(ctx: ToolContext, a: Mapping[str, Any]) -> ToolOutput:
+    return find_values(ctx.indexes.values, a["query"], a["table"], a["column"], limit=ctx.value_limit)
+
+
+SPEC = ToolSpec(
+    name="SearchValue",
+    params=(Param("query", "str | list[str]", aliases=("value",)), Param("table", "str | None", None),
+            Param("column", "str | None", None)),
+    description=(
+        "Full-text search over the text cells of the database. Returns the stored cell values that best match "
+        "`query`, each with its table and column, as `table.column = value`. Give `table` and/or `column` to "
+        "search only there. Use it whenever the question names an entity or a string (a person, a place, a "
+        "category): the stored spelling often differs from the question's (case, abbreviations, trailing "
+        "spaces), and the SQL must use the stored spelling exactly. Numeric and id columns are not indexed."
+    ),
+    guidance="If the question mentions a specific value or name, locate it with SearchValue to learn "
+             "its exact spelling and which table and column hold it.",
+    execute=_execute,
+    observe=observe,
+    fields=(FormField("value", "Value", "query", required=True, placeholder="e.g. Iron Maiden"),
+            FormField("table", "Table (optional)", "table", suggest="tables", keyword=True),
+            FormField("column", "Column (optional)", "column", suggest="columns", keyword=True)),
+)

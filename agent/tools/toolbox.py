@@ -8,7 +8,6 @@ by the next call without serving a mix of old and new files.
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import threading
@@ -21,16 +20,17 @@ from typing import Any
 
 from agent.sql import Connector, Limits, SchemaInfo
 
-from .base import TOOL_NAMES, ToolResult
+from . import registry
+from .base import ToolResult
 from .build import SCHEMA_FILE
 from .column_index import ColumnIndex
 from .errors import ToolError
-from .execute_sql import DEFAULT_SHOW_ROWS, execute_sql
-from .find_shortest_path import find_shortest_path
+from .execute_sql import DEFAULT_SHOW_ROWS
 from .fk_graph import JoinGraph
 from .manifest import MANIFEST_NAME, IndexManifest, IndexMissing, read_manifest
-from .search_column import DEFAULT_K, search_column
-from .search_value import DEFAULT_LIMIT, search_value
+from .search_column import DEFAULT_K
+from .search_value import DEFAULT_LIMIT
+from .spec import DEFAULT_PROFILE
 from .value_index import VALUES_FILE, ValueIndex
 
 log = logging.getLogger(__name__)
@@ -99,43 +99,21 @@ def loaded_indexes(index_dir: Path, manifest: IndexManifest) -> LoadedIndexes:
         return hit
 
 
-# Signatures the agent writes (the paper's tool descriptions), bound with inspect to report misuse.
-_ARG = inspect.Parameter.POSITIONAL_OR_KEYWORD
-_SIGNATURES: dict[str, inspect.Signature] = {
-    "SearchColumn": inspect.Signature([inspect.Parameter("query", _ARG)]),
-    "SearchValue": inspect.Signature([inspect.Parameter("query", _ARG), inspect.Parameter("table", _ARG, default=None),
-                                      inspect.Parameter("column", _ARG, default=None)]),
-    "FindShortestPath": inspect.Signature([inspect.Parameter("start", _ARG), inspect.Parameter("end", _ARG)]),
-    "ExecuteSQL": inspect.Signature([inspect.Parameter("sql", _ARG)]),
-}
-_ALIASES = {  # other names for the first argument that models (and the paper's text) use
-    "SearchColumn": {"semantic": "query", "phrase": "query"},
-    "SearchValue": {"value": "query"},
-    "ExecuteSQL": {"query": "sql"},
-}
-
-
-def usage(name: str) -> str:
-    params = []
-    for p in _SIGNATURES[name].parameters.values():
-        params.append(p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}")
-    return f"{name}({', '.join(params)})"
-
-
 class ToolBox:
-    """The real ToolRunner: SearchColumn, SearchValue, FindShortestPath, ExecuteSQL on one database."""
+    """The real ToolRunner: the registered tools (``agent.tools.registry``) on one database.
+
+    ``profile`` names how observations are rendered (each spec's ``observe`` hook).
+    """
 
     def __init__(self, connector: Connector, index_dir: Path | str, *, limits: Limits | None = None,
-                 enabled: Sequence[str] = TOOL_NAMES, column_k: int = DEFAULT_K, value_limit: int = DEFAULT_LIMIT,
-                 show_rows: int = DEFAULT_SHOW_ROWS) -> None:
-        unknown = [n for n in enabled if n not in TOOL_NAMES]
-        if unknown:
-            raise ValueError(f"Unknown tools {unknown}; expected names from {TOOL_NAMES}")
+                 enabled: Sequence[str] | None = None, column_k: int = DEFAULT_K, value_limit: int = DEFAULT_LIMIT,
+                 show_rows: int = DEFAULT_SHOW_ROWS, profile: str = DEFAULT_PROFILE) -> None:
+        self.tool_names: tuple[str, ...] = registry.canonical(enabled)
         self.connector = connector
         self.index_dir = Path(index_dir)
         self.limits = limits
-        self.tool_names: tuple[str, ...] = tuple(n for n in TOOL_NAMES if n in enabled)
         self.column_k, self.value_limit, self.show_rows = column_k, value_limit, show_rows
+        self.profile = profile
         self._manifest_stamp: tuple[int, int] | None = None
         self._indexes = self._current()
 
@@ -163,6 +141,11 @@ class ToolBox:
     def schema(self) -> SchemaInfo:
         return self._current().schema
 
+    @property
+    def indexes(self) -> LoadedIndexes:
+        """The current build's indexes (a rebuild is picked up here), for the tools' ``execute``."""
+        return self._current()
+
     def run(self, name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> ToolResult:
         started = time.perf_counter()
         try:
@@ -177,33 +160,22 @@ class ToolBox:
         return replace(result, elapsed_ms=(time.perf_counter() - started) * 1000)
 
     def _dispatch(self, name: object, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> ToolResult:
-        if not isinstance(name, str) or name not in _SIGNATURES:
-            guess = [t for t in TOOL_NAMES if str(name).lower().replace("_", "") == t.lower()]
+        spec = registry.find(name)
+        if spec is None:
+            guess = [t for t in registry.tool_names() if str(name).lower().replace("_", "") == t.lower()]
             hint = f" Did you mean {guess[0]}?" if guess else ""
             raise ToolError(f"Unknown tool {name!r}.{hint} Available: {', '.join(self.tool_names)}.")
-        if name not in self.tool_names:
-            raise ToolError(f"{name} is not available here; use one of: {', '.join(self.tool_names)}.")
+        if spec.name not in self.tool_names:
+            raise ToolError(f"{spec.name} is not available here; use one of: {', '.join(self.tool_names)}.")
         if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
             args = (args,)
         if kwargs is None:
             kwargs = {}
         if not isinstance(kwargs, Mapping):
-            raise ToolError(f"Bad keyword arguments for {usage(name)}.")
-        kw = {_ALIASES.get(name, {}).get(str(k), str(k)): v for k, v in kwargs.items()}
-        try:
-            bound = _SIGNATURES[name].bind(*args, **kw)
-        except TypeError as exc:
-            raise ToolError(f"Wrong arguments for {name}: {exc}. Usage: {usage(name)}.") from None
-        bound.apply_defaults()
-        a = bound.arguments
-        indexes = self._current()
-        if name == "SearchColumn":
-            return search_column(indexes.columns, a["query"], k=self.column_k)
-        if name == "SearchValue":
-            return search_value(indexes.values, a["query"], a["table"], a["column"], limit=self.value_limit)
-        if name == "FindShortestPath":
-            return find_shortest_path(indexes.graph, a["start"], a["end"])
-        return execute_sql(self.connector, a["sql"], limits=self.limits, show_rows=self.show_rows)
+            raise ToolError(f"Bad keyword arguments for {spec.usage()}.")
+        output = spec.execute(self, spec.bind(args, kwargs))
+        return ToolResult(spec.observation(output, self.profile), output.ok, 0.0, sql=output.sql,
+                          result=output.result)
 
 
 def clear_cache() -> None:

@@ -6,29 +6,28 @@ from django.shortcuts import render
 from agent import services
 from agent.models import Database
 from agent.sql import SQLError
-from agent.tool_calls import action_text, call_from_fields
-from agent.tools import TOOL_NAMES, IndexMissing
+from agent.tools import IndexMissing, registry, render_call, tool_names
+
+DEFAULT_TOOL = "SearchValue"
 
 
 def tool_console(request: HttpRequest) -> HttpResponse:
     databases = Database.objects.ready()
     name = request.POST.get("database") or request.GET.get("database")
     database = databases.filter(name=name).first() if name else databases.first()
-    tool = request.POST.get("tool") or request.GET.get("tool") or "SearchValue"
-    if tool not in TOOL_NAMES:
-        tool = "SearchValue"
-    context = {"databases": databases, "database": database, "tool": tool, "tool_names": TOOL_NAMES,
+    spec = registry.find(request.POST.get("tool") or request.GET.get("tool")) or registry.get(DEFAULT_TOOL)
+    context = {"databases": databases, "database": database, "tool": spec.name, "tool_names": tool_names(),
                "form": request.POST, "schema": database.schema_info() if database else None}
     if request.method == "POST" and database is not None:
-        args, kwargs = call_from_fields(tool, request.POST)
-        context["action"] = action_text(tool, args, kwargs)
+        args, kwargs = spec.call_from_fields(request.POST)
+        context["action"] = render_call(spec.name, args, kwargs)
         try:
             toolbox = services.toolbox_for(database)
         except (IndexMissing, SQLError) as exc:
             context["error"] = f"The tools are not ready on {database.name}: {exc}"
         else:
             try:
-                context["outcome"] = toolbox.run(tool, args, kwargs)
+                context["outcome"] = toolbox.run(spec.name, args, kwargs)
             finally:
                 toolbox.connector.close()
         if request.htmx:

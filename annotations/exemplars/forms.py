@@ -6,24 +6,29 @@ from collections.abc import Mapping
 
 from django import forms
 
+from agent.forms import tool_choices
 from agent.models import Database
-from agent.tool_calls import action_text, call_from_fields
-from agent.tools import TOOL_NAMES
+from agent.tools import registry, render_call, tool_names
+from agent.tools.spec import DONE
 
-STEP_TOOLS = (*TOOL_NAMES, "Done", "Raw")
+RAW = "Raw"  # the action typed as text
+
+
+def step_tools() -> tuple[str, ...]:
+    """What a step of the exemplar console can be: a registered tool, Done, or a raw action."""
+    return (*tool_names(), DONE, RAW)
 
 
 def compose_action(tool: str, data: Mapping[str, str]) -> str:
     """The action text from the console's per-tool fields (``Raw``: the text as typed)."""
-    if tool == "Done":
-        return "Done"
-    if tool == "Raw":
+    if tool == DONE:
+        return DONE
+    if tool == RAW:
         return (data.get("action") or "").strip()
-    try:
-        args, kwargs = call_from_fields(tool, data)
-    except ValueError as exc:
-        raise forms.ValidationError(str(exc)) from None
-    return action_text(tool, args, kwargs)
+    spec = registry.find(tool)
+    if spec is None:
+        raise forms.ValidationError(f"Unknown tool {tool!r}.")
+    return render_call(tool, *spec.call_from_fields(data))
 
 
 class ExemplarCreateForm(forms.Form):
@@ -49,8 +54,8 @@ class PreviewForm(forms.Form):
     question = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
     evidence = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     use_evidence = forms.BooleanField(required=False, label="Send the evidence (BIRD setting)")
-    tools = forms.MultipleChoiceField(choices=[(t, t) for t in TOOL_NAMES], initial=list(TOOL_NAMES), required=False,
+    tools = forms.MultipleChoiceField(choices=tool_choices, initial=tool_names, required=False,
                                       widget=forms.CheckboxSelectMultiple, label="Enabled tools (none: all)")
 
     def clean_tools(self) -> list[str]:
-        return self.cleaned_data.get("tools") or list(TOOL_NAMES)
+        return self.cleaned_data.get("tools") or list(tool_names())

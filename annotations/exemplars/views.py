@@ -24,12 +24,12 @@ from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion
 
 from . import selectors, services
 from .forms import (
-    STEP_TOOLS,
     ExemplarCreateForm,
     ExemplarEditForm,
     PreviewForm,
     SetCreateForm,
     compose_action,
+    step_tools,
 )
 from .importer import export_version
 from .lint import lint_exemplar
@@ -72,10 +72,10 @@ def _console_context(request: HttpRequest, exemplar: Exemplar, **extra) -> dict:
     steps = selectors.exemplar_steps(exemplar)
     schema = exemplar.database.schema_info() if exemplar.database_id else None
     tool = extra.pop("tool", None) or request.GET.get("tool") or "SearchColumn"
-    if tool not in STEP_TOOLS:
+    if tool not in step_tools():
         tool = "SearchColumn"
     done = bool(steps) and steps[-1].is_done
-    return {"exemplar": exemplar, "steps": steps, "schema": schema, "tool": tool, "step_tools": STEP_TOOLS,
+    return {"exemplar": exemplar, "steps": steps, "schema": schema, "tool": tool, "step_tools": step_tools(),
             "done": done, "can_edit": services.can_edit(request.user, exemplar),
             "stale_count": sum(1 for s in steps if s.stale or (not s.is_done and s.observation is None)),
             **extra}

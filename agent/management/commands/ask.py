@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agent.models import AgentSession, Database, Turn
 from agent.services import sessions
-from agent.tools import TOOL_NAMES
+from agent.tools import tool_names
 
 NO_WORKER_HINT_S = 15
 
@@ -21,7 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--max-rounds", type=int)
         parser.add_argument("--exemplars", metavar="SET[:N]",
                             help="Few-shot exemplars from a published set (its newest version, or version N).")
-        parser.add_argument("--without", action="append", default=[], choices=TOOL_NAMES, metavar="TOOL",
+        parser.add_argument("--without", action="append", default=[], choices=tool_names(), metavar="TOOL",
                             help="Switch a tool off (repeatable), e.g. --without FindShortestPath")
         parser.add_argument("--wait", action="store_true", help="Follow the session and print each turn.")
         parser.add_argument("--inline", action="store_true",
@@ -32,7 +32,7 @@ class Command(BaseCommand):
         db = Database.objects.filter(name=database).first()
         if db is None:
             raise CommandError(f"No database named {database!r}.")
-        opts = {"enabled_tools": [t for t in TOOL_NAMES if t not in without]}
+        opts = {"enabled_tools": [t for t in tool_names() if t not in without]}
         if max_rounds:
             opts["max_rounds"] = max_rounds
         version = self._version(exemplars) if exemplars else None

@@ -12,7 +12,7 @@ from agent.strategies.prompt import (
     schema_text,
     tool_description,
 )
-from agent.tools.base import TOOL_NAMES
+from agent.tools import tool_names
 
 from .tool_double import ToolDouble
 
@@ -56,7 +56,7 @@ def test_schema_text_escapes_pipes_and_separates_several_foreign_keys() -> None:
 
 def test_tool_description_covers_every_enabled_tool() -> None:
     text = tool_description()
-    for name in TOOL_NAMES:
+    for name in tool_names():
         assert f"{name}(" in text
     assert "one of: SearchValue, SearchColumn, FindShortestPath, ExecuteSQL, Done" in text
     assert "1. SearchValue(" in text and "4. ExecuteSQL(" in text

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.sql import SchemaInfo, SQLError, connect
-from agent.tools.base import TOOL_NAMES, ToolResult
+from agent.tools import tool_names as registered_tools
+from agent.tools.base import ToolResult
 
 SCHOOL_SQL = """
 CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT NOT NULL, country TEXT);
@@ -37,10 +38,10 @@ class ToolDouble:
     or to an exception instance to raise (a buggy tool), or to a ToolResult (e.g. ok=False)."""
 
     def __init__(self, db_path: Path, canned: Mapping[str, Any] | None = None,
-                 tool_names: Sequence[str] = TOOL_NAMES) -> None:
+                 tool_names: Sequence[str] | None = None) -> None:
         self._db = connect("sqlite", str(db_path))
         self.schema: SchemaInfo = self._db.introspect(with_stats=False)
-        self.tool_names = tuple(tool_names)
+        self.tool_names = tuple(registered_tools() if tool_names is None else tool_names)
         self.canned = dict(canned or {})
         self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
 

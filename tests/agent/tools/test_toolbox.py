@@ -9,7 +9,6 @@ import pytest
 
 from agent.sql import Connector, connect
 from agent.tools import (
-    TOOL_NAMES,
     IndexManifest,
     IndexMissing,
     ToolBox,
@@ -17,6 +16,7 @@ from agent.tools import (
     clear_cache,
     is_stale,
     read_manifest,
+    tool_names,
 )
 from agent.tools.base import ToolRunner
 from agent.tools.toolbox import loaded_indexes
@@ -60,7 +60,7 @@ def test_a_bare_string_instead_of_an_argument_list_is_one_argument(toolbox: Tool
 def test_disabled_tool_is_refused(connector: Connector, index_dir: Path) -> None:
     build_indexes(connector, index_dir)
     tools = ToolBox(connector, index_dir, enabled=("SearchColumn", "SearchValue", "ExecuteSQL"))
-    assert tools.tool_names == ("SearchColumn", "SearchValue", "ExecuteSQL")
+    assert tools.tool_names == ("SearchValue", "SearchColumn", "ExecuteSQL")
     result = tools.run("FindShortestPath", ["singer.name", "concert.theme"])
     assert not result.ok and "not available here" in result.observation
     clear_cache()
@@ -68,7 +68,7 @@ def test_disabled_tool_is_refused(connector: Connector, index_dir: Path) -> None
 
 def test_toolbox_satisfies_the_runner_protocol(toolbox: ToolBox) -> None:
     runner: ToolRunner = toolbox
-    assert runner.tool_names == TOOL_NAMES
+    assert runner.tool_names == tool_names()
     assert runner.schema.table("singer") is not None
     assert all(r.elapsed_ms >= 0 for r in [runner.run("SearchValue", ["France"])])
 
