@@ -28,6 +28,7 @@ class Command(BaseCommand):
         python = sys.executable
         web = [python, "-m", "gunicorn", "t2s_site.wsgi:application", "--bind", f"{host}:{port}",
                "--workers", str(web_workers), "--threads", "4", "--access-logfile", "-", "--graceful-timeout", "5"]
+        # No -Q: this one worker consumes every queue of t2s_site.celery (sessions, dispatch, indexes, ...).
         worker = [python, "-m", "celery", "-A", "t2s_site", "worker", "--pool", "threads",
                   "--concurrency", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle",
                   "--beat", "--schedule", str(settings.CELERY_BEAT_SCHEDULE_FILENAME)]

@@ -1,0 +1,27 @@
+"""Each kind of work has its own queue, so a long evaluation or index build never holds up a session."""
+
+from __future__ import annotations
+
+import pytest
+
+from t2s_site.celery import QUEUES, app
+
+
+@pytest.mark.parametrize(("task", "queue"), [
+    ("agent.tasks.run_session", "sessions"),
+    ("agent.tasks.recover_stale_sessions", "dispatch"),
+    ("agent.tasks.refresh_database", "indexes"),
+    ("annotations.tasks.dispatch_run", "dispatch"),
+    ("annotations.tasks.revive_run_dispatchers", "dispatch"),
+    ("annotations.tasks.evaluate_run", "evaluation"),
+])
+def test_each_task_is_routed_to_its_queue(task: str, queue: str) -> None:
+    app.loader.import_default_modules()
+    assert task in app.tasks
+    assert app.amqp.router.route({}, task)["queue"].name == queue
+
+
+def test_unrouted_work_goes_to_the_default_queue_and_a_plain_worker_consumes_every_queue() -> None:
+    assert app.amqp.router.route({}, "some.other.task")["queue"].name == "celery"
+    # A worker without -Q consumes app.amqp.queues: all five, which is what `make run` starts.
+    assert set(app.amqp.queues) == set(QUEUES) == {"sessions", "dispatch", "indexes", "evaluation", "celery"}
