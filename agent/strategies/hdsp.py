@@ -4,7 +4,7 @@
    it expects (a number, a list, ...): the A' of the paper's eq. 3.
 2. ``generate``: the 8-step prompt (after the paper's Figure 2, in our own
    words); the final query is executed.
-3. ``feedback``: the quality measures of annotations/evaluation/quality.py
+3. ``feedback``: the quality measures of agent/metrics.py
    (f_nc, f_sc, f_diff, f_sf) for that query; no LLM call.
 4. ``extended``: only when f_sf = 1 ("hard"), the question is answered again
    with the 13-step prompt (the paper's five extra steps inserted between
@@ -26,9 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.llm import ChatModel, Message
-from agent.sql import SchemaInfo
-from agent.tools.base import ToolRunner
-from annotations.evaluation.quality import (
+from agent.metrics import (
     DEFAULT_T_NC,
     answer_type,
     measure_quality,
@@ -36,6 +34,8 @@ from annotations.evaluation.quality import (
     result_type,
     sql_columns,
 )
+from agent.sql import SchemaInfo
+from agent.tools.base import ToolRunner
 
 from ._common import (
     ConfigBase,

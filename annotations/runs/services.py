@@ -17,6 +17,7 @@ from django.db.models import Avg, Count, Q
 from django.utils import timezone
 
 from agent import services as agent_services
+from agent.metrics import f_nc
 from agent.models import Database
 from annotations.evaluation import (
     EvalItem,
@@ -28,7 +29,6 @@ from annotations.evaluation import (
     parse_bird_predictions,
     parse_spider_predictions,
 )
-from annotations.evaluation.quality import f_nc
 from annotations.evaluation.runner import suite_files
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
 from t2s_site.conf import studio_settings

@@ -16,7 +16,7 @@
 - ``f_sf`` (eq. 5): 1 when the prompt should be extended.
 
 The paper gives no value for the threshold t_nc; ``DEFAULT_T_NC`` is ours.
-Pure Python, no Django.
+Pure Python, no Django: a core both the HDSP strategy and the runs' evaluation use.
 """
 
 from __future__ import annotations

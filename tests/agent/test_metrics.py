@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotations.evaluation.quality import (
+from agent.metrics import (
     answer_type,
     column_bucket,
     f_diff,
