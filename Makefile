@@ -20,6 +20,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 # Measurements (see BENCHMARKS.md). Each prints its figures; none is part of `make test`.
 bench: bench-tools bench-agent bench-eval

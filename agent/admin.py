@@ -1,10 +1,29 @@
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 
+from agent import services
 from agent.models import AgentSession, Database, LLMEndpoint, Turn
+
+
+class DatabaseAdminForm(forms.ModelForm):
+    """The admin's fields (ModelAdmin supplies them), with the location checked as the registration service does."""
+
+    def clean(self):
+        data = super().clean()
+        location = data.get("location")
+        if location:  # absent when the stored DSN is hidden from the form
+            try:
+                data["location"] = services.normalise_location(
+                    data.get("engine") or services.engine_for_location(location), location)
+            except ValidationError as exc:
+                self.add_error("location", exc.messages)
+        return data
 
 
 @admin.register(Database)
 class DatabaseAdmin(admin.ModelAdmin):
+    form = DatabaseAdminForm
     list_display = ("name", "engine", "display_location", "status", "index_status", "table_count", "updated_at")
     list_filter = ("engine", "status", "index_status", "is_demo")
     search_fields = ("name", "description")
@@ -23,12 +42,8 @@ class DatabaseAdmin(admin.ModelAdmin):
         return self.readonly_fields + extra
 
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        from django.db import transaction
-
-        from agent.tasks import refresh_database
-
-        transaction.on_commit(lambda: refresh_database.delay(obj.pk, force=True))
+        # Through the registration service: a new source is re-introspected and re-indexed after commit.
+        services.database_save(database=obj, changed=form.changed_data)
 
 
 @admin.register(LLMEndpoint)

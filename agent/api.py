@@ -13,8 +13,9 @@ from rest_framework.response import Response
 
 from agent import selectors, services
 from agent.models import AgentSession, Database, Turn
+from agent.services import few_shot
 from agent.services import sessions as session_services
-from annotations.models import ExemplarSetVersion
+from agent.strategies import FewShot
 
 
 class DatabaseSerializer(serializers.ModelSerializer):
@@ -103,12 +104,20 @@ class SessionCreateSerializer(serializers.Serializer):
     question = serializers.CharField(max_length=4000)
     evidence = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
     strategy = serializers.CharField(required=False, default="interactive_t2s")
-    exemplar_set_version = serializers.PrimaryKeyRelatedField(
-        queryset=ExemplarSetVersion.objects.all(), required=False, allow_null=True, default=None,
+    exemplar_set_version = serializers.IntegerField(
+        required=False, allow_null=True, default=None,
         help_text="Id of a published exemplar set version (few-shot trajectories); none: zero-shot.")
     options = serializers.DictField(required=False, default=dict,
                                     help_text="Strategy config overrides, e.g. {\"max_rounds\": 8, "
                                     "\"enabled_tools\": [\"SearchColumn\", \"ExecuteSQL\"]}.")
+
+    def validate_exemplar_set_version(self, value: int | None) -> FewShot | None:
+        if value is None:
+            return None
+        found = few_shot.by_id(value)
+        if found is None:
+            raise serializers.ValidationError(f"No exemplar set version with id {value}.")
+        return found
 
 
 
@@ -136,7 +145,9 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
         incoming = SessionCreateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         try:
-            session = session_services.session_create(user=request.user, **incoming.validated_data)
+            data = dict(incoming.validated_data)
+            session = session_services.session_create(user=request.user, few_shot=data.pop("exemplar_set_version"),
+                                                      **data)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.message_dict) from None
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)

@@ -3,7 +3,8 @@ from dataclasses import fields
 from django import forms
 
 from agent.models import AgentSession, Database, name_validator
-from agent.strategies import STRATEGIES
+from agent.services import few_shot
+from agent.strategies import STRATEGIES, FewShot
 from agent.tools import tool_names
 
 STRATEGY_LABELS = {
@@ -12,6 +13,10 @@ STRATEGY_LABELS = {
     "scl_sql": "SCL-SQL (self-contrastive loop)",
     "hdsp": "HDSP (step-by-step prompt + SQL quality feedback)",
 }
+
+
+def few_shot_choices() -> list[tuple[object, str]]:
+    return [("", "none (zero-shot)"), *few_shot.choices()]
 
 
 def tool_choices() -> list[tuple[str, str]]:
@@ -43,8 +48,8 @@ class AskForm(forms.Form):
     evidence = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 1}),
                                help_text="Optional hint or external knowledge (as in BIRD).")
     strategy = forms.ChoiceField(choices=strategy_choices)
-    exemplar_set_version = forms.ModelChoiceField(
-        queryset=None, required=False, empty_label="none (zero-shot)", label="Exemplar set",
+    exemplar_set_version = forms.TypedChoiceField(
+        choices=few_shot_choices, coerce=int, required=False, empty_value=None, label="Exemplar set",
         help_text="Few-shot trajectories from a published set version (the paper uses 2).")
     max_rounds = forms.IntegerField(min_value=1, max_value=30, required=False,
                                     widget=forms.NumberInput(attrs={"placeholder": "paper default"}))
@@ -54,13 +59,10 @@ class AskForm(forms.Form):
                                       widget=forms.CheckboxSelectMultiple,
                                       help_text="Switch tools off for ablations (the paper's run without FindShortestPath).")
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        from annotations.exemplars.selectors import published_versions
-
-        self.fields["exemplar_set_version"].queryset = published_versions()
-        self.fields["exemplar_set_version"].label_from_instance = (
-            lambda v: f"{v.exemplar_set.name} v{v.number} ({len(v.exemplars)} exemplars)")
+    def few_shot(self) -> FewShot | None:
+        """The chosen version's exemplars as the session takes them (None: zero-shot)."""
+        pk = self.cleaned_data.get("exemplar_set_version")
+        return few_shot.by_id(pk) if pk is not None else None
 
     def options(self) -> dict:
         """The form's knobs that the chosen strategy's config has (the others keep the paper's defaults)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.models import Database
+from agent.models import AgentSession, Database, Turn
 from agent.services import open_connector
 from agent.sql import Limits, QueryResult, SchemaInfo, TableInfo
 
@@ -36,8 +36,6 @@ def table_preview(*, database: Database, table: TableInfo, rows: int = 10) -> Qu
 
 def session_list(*, database=None, status: str | None = None, since=None, until=None, q: str | None = None,
                  user=None):
-    from agent.models import AgentSession
-
     qs = AgentSession.objects.select_related("database", "created_by")
     if database is not None:
         qs = qs.filter(database=database)
@@ -55,6 +53,4 @@ def session_list(*, database=None, status: str | None = None, since=None, until=
 
 
 def session_turns(*, session):
-    from agent.models import Turn
-
     return Turn.objects.for_session(session).defer("prompt")

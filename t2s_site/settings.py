@@ -183,7 +183,7 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Longer than the longest task, or an unacknowledged task is redelivered while still running.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
 
-# --- t2s-studio's own knobs (read through t2s_site.conf.studio_settings) ------------
+# --- t2s-studio's own knobs: overrides of the apps' defaults (agent/conf.py, annotations/conf.py) ---
 T2S = {
     "INDEX_DIR": Path(os.environ.get("T2S_INDEX_DIR", VAR_DIR / "indexes")),
     # Gold query results, keyed by database fingerprint and SQL: computed once, reused by every evaluation.

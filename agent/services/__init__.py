@@ -2,13 +2,17 @@
 
 from .databases import (
     database_build_indexes,
-    database_delete,
     database_refresh,
+    database_refresh_queue,
     database_register,
+    database_save,
     engine_for_location,
     index_dir_for,
+    normalise_location,
     open_connector,
     toolbox_for,
 )
 
-__all__ = ["database_build_indexes", "index_dir_for", "toolbox_for", "database_delete", "database_refresh", "database_register", "engine_for_location", "open_connector"]
+__all__ = ["database_build_indexes", "database_refresh", "database_refresh_queue",
+           "database_register", "database_save", "engine_for_location", "index_dir_for", "normalise_location",
+           "open_connector", "toolbox_for"]

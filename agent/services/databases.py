@@ -11,21 +11,27 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from agent.conf import agent_settings
 from agent.models import Database
 from agent.sql import Connector, Limits, SQLError, connect
 from agent.tools import BackendUnavailable, ToolBox, build_indexes, is_stale, read_manifest
-from t2s_site.conf import studio_settings
+
+from .jobs import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+REFRESH_TASK = "agent.tasks.refresh_database"
+# What the indexes and the stored schema are built from: changing one means a new introspection and build.
+_SOURCE_FIELDS = ("engine", "location", "column_descriptions", "column_backend")
 
 
 def engine_for_location(location: str) -> str:
     return Database.Engine.POSTGRESQL if location.startswith(("postgres://", "postgresql://")) else Database.Engine.SQLITE
 
 
-def _normalise_location(engine: str, location: str) -> str:
+def normalise_location(engine: str, location: str) -> str:
+    """The stored form of a target's location (a resolved SQLite path, checked to be one); ValidationError if not."""
     location = location.strip()
     if engine == Database.Engine.POSTGRESQL:
         return location
@@ -40,7 +46,7 @@ def _normalise_location(engine: str, location: str) -> str:
 
 def open_connector(database: Database, *, limits: Limits | None = None) -> Connector:
     """A fresh read-only connector for one target database; the caller closes it."""
-    limits = limits or Limits(timeout_s=studio_settings.QUERY_TIMEOUT_S, max_rows=studio_settings.QUERY_MAX_ROWS)
+    limits = limits or Limits(timeout_s=agent_settings.QUERY_TIMEOUT_S, max_rows=agent_settings.QUERY_MAX_ROWS)
     return connect(database.engine, database.location, limits=limits)
 
 
@@ -58,7 +64,7 @@ def database_register(
     if existing is not None and must_be_new:
         raise ValidationError({"name": ["A database with this name is already registered."]})
     engine = engine or engine_for_location(location)
-    location = _normalise_location(engine, location)
+    location = normalise_location(engine, location)
     database = existing or Database(name=name)
     changed = database.pk is None or database.location != location or database.engine != engine
     if column_descriptions is not None and column_descriptions != database.column_descriptions:
@@ -76,17 +82,15 @@ def database_register(
     with transaction.atomic():
         database.save()
         if refresh == "async" and changed:
-            from agent.tasks import refresh_database
-
             # force: new descriptions change the column index even when the target file did not change
-            transaction.on_commit(lambda: refresh_database.delay(database.pk, force=True))
+            enqueue_on_commit(REFRESH_TASK, database.pk, force=True)
     if refresh == "sync" and (changed or database.status != Database.Status.READY):
         database_refresh(database=database, force=changed)
     return database
 
 
 def index_dir_for(database: Database) -> Path:
-    return Path(studio_settings.INDEX_DIR) / f"db-{database.pk}"
+    return Path(agent_settings.INDEX_DIR) / f"db-{database.pk}"
 
 
 def toolbox_for(database: Database, *, connector: Connector | None = None, **options) -> ToolBox:
@@ -107,13 +111,34 @@ def toolbox_for(database: Database, *, connector: Connector | None = None, **opt
 
 
 def _queue_rebuild(database: Database) -> None:
-    from agent.tasks import refresh_database
-
     updated = Database.objects.filter(pk=database.pk, index_status=Database.IndexStatus.READY).update(
         index_status=Database.IndexStatus.STALE)
     if updated:
         database.index_status = Database.IndexStatus.STALE
-        transaction.on_commit(lambda: refresh_database.delay(database.pk))
+        enqueue_on_commit(REFRESH_TASK, database.pk)
+
+
+def database_refresh_queue(*, database: Database) -> None:
+    """Mark the target pending and queue its re-introspection and index check (after commit)."""
+    with transaction.atomic():
+        Database.objects.filter(pk=database.pk).update(status=Database.Status.PENDING)
+        enqueue_on_commit(REFRESH_TASK, database.pk)
+
+
+def database_save(*, database: Database, changed: list[str] | tuple[str, ...]) -> Database:
+    """Save an edited registration (the admin); a changed source (location, engine, descriptions, column
+    backend) marks it pending and queues its refresh after commit, forced so the indexes are rebuilt."""
+    database.location = normalise_location(database.engine, database.location)
+    rebuild = database.pk is None or any(f in _SOURCE_FIELDS for f in changed)
+    if rebuild:
+        database.status = Database.Status.PENDING
+        database.status_message = ""
+    database.full_clean()
+    with transaction.atomic():
+        database.save()
+        if rebuild:
+            enqueue_on_commit(REFRESH_TASK, database.pk, force=True)
+    return database
 
 
 def database_refresh(*, database: Database, force: bool = False) -> Database:
@@ -145,7 +170,9 @@ def database_refresh(*, database: Database, force: bool = False) -> Database:
     database.introspected_at = timezone.now()
     database.status = Database.Status.READY
     database.status_message = ""
-    database.save()
+    # Not a full save: index_status was set by the update above and is the index build's to change.
+    database.save(update_fields=["schema", "schema_fingerprint", "table_count", "column_count", "introspected_at",
+                                 "status", "status_message", "updated_at"])
     return database_build_indexes(database=database, schema=schema, force=force)
 
 
@@ -189,6 +216,3 @@ def database_build_indexes(*, database: Database, schema=None, force: bool = Fal
     database.save(update_fields=["index_status", "index_manifest", "index_error", "updated_at"])
     return database
 
-
-def database_delete(*, database: Database) -> None:
-    database.delete()

@@ -23,19 +23,21 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from agent.conf import agent_settings
 from agent.llm import LLMClient, LLMSettings, Message, PriceTable
 from agent.models import AgentSession, Database, LLMEndpoint, Turn
-from agent.strategies import STRATEGIES, SessionContext, TurnRecord, create_strategy
+from agent.strategies import STRATEGIES, FewShot, SessionContext, TurnRecord, create_strategy
 from agent.tools import IndexMissing
-from t2s_site.conf import studio_settings
 
 from .databases import toolbox_for
+from .jobs import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 4000
 MAX_ATTEMPTS = 3
 RESULT_PREVIEW_ROWS = 50
+RUN_SESSION_TASK = "agent.tasks.run_session"
 
 
 class LeaseLost(Exception):
@@ -50,11 +52,11 @@ def default_llm_endpoint() -> LLMEndpoint | None:
     endpoint = LLMEndpoint.objects.filter(is_default=True).first()
     if endpoint is not None:
         return endpoint
-    model = studio_settings.LLM_MODEL
+    model = agent_settings.LLM_MODEL
     if not model:
         return None
-    return LLMEndpoint(name="environment", base_url=studio_settings.LLM_BASE_URL, model=model,
-                       api_key_env=studio_settings.LLM_API_KEY_ENV)
+    return LLMEndpoint(name="environment", base_url=agent_settings.LLM_BASE_URL, model=model,
+                       api_key_env=agent_settings.LLM_API_KEY_ENV)
 
 
 def llm_snapshot(endpoint: LLMEndpoint) -> dict[str, Any]:
@@ -103,12 +105,13 @@ def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
 def session_create(
     *, database: Database, question: str, evidence: str = "", strategy: str = "interactive_t2s",
     options: Mapping[str, Any] | None = None, user=None, endpoint: LLMEndpoint | None = None,
-    exemplar_set_version=None, enqueue: bool = True,
+    few_shot: FewShot | None = None, enqueue: bool = True,
 ) -> AgentSession:
     """Validate, snapshot the configuration, store the session, and queue it after commit.
 
-    ``exemplar_set_version`` (an annotations ExemplarSetVersion, immutable) supplies the few-shot
-    trajectories; the snapshot records which version, so a resumed session uses the same ones.
+    ``few_shot`` holds the exemplars, resolved by the caller (e.g. from an immutable exemplar set
+    version, see ``agent.services.few_shot``); the snapshot keeps them and where they came from, so
+    a resumed session prompts with the same ones.
     """
     question = (question or "").strip()
     errors: dict[str, list[str]] = {}
@@ -135,7 +138,8 @@ def session_create(
             errors["options"] = [str(exc)]
         else:
             config = {"strategy": strategy_obj.config.to_dict(), "llm": llm_snapshot(endpoint),
-                      "exemplar_set_version": _version_snapshot(exemplar_set_version)}
+                      "exemplar_set_version": dict(few_shot.source) if few_shot and few_shot.source else None,
+                      "few_shot": few_shot.to_dict() if few_shot else None}
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
@@ -149,31 +153,13 @@ def session_create(
     return session
 
 
-def _version_snapshot(version) -> dict[str, Any] | None:
-    if version is None:
-        return None
-    return {"id": version.pk, "set_id": version.exemplar_set_id, "set": version.exemplar_set.name,
-            "number": version.number,
-            "exemplars": len(version.exemplars)}
-
-
-def _exemplars(config: Mapping[str, Any]) -> tuple[tuple, str | None]:
-    """The version's trajectories and its own tool description (None: the agent's generated one)."""
-    snapshot = config.get("exemplar_set_version")
-    if not snapshot:
-        return (), None
-    from annotations.exemplars.selectors import exemplars_for_version
-    from annotations.models import ExemplarSetVersion
-
-    version = ExemplarSetVersion.objects.get(pk=snapshot["id"])
-    return exemplars_for_version(version), version.tool_description or None
+def _few_shot(config: Mapping[str, Any]) -> FewShot:
+    """The snapshot's exemplars and their own tool description (None: the agent's generated one)."""
+    return FewShot.from_dict(config.get("few_shot") or {})
 
 
 def session_enqueue(*, session: AgentSession) -> None:
-    from agent.tasks import run_session
-
-    session_id = session.pk
-    transaction.on_commit(lambda: run_session.delay(session_id))
+    enqueue_on_commit(RUN_SESSION_TASK, session.pk)
 
 
 def session_cancel(*, session: AgentSession) -> AgentSession:
@@ -193,7 +179,7 @@ def _claim(session_id: int) -> str | None:
     """Take the lease if the session is queued, or running under a worker that stopped beating."""
     lease = uuid.uuid4().hex
     now = timezone.now()
-    stale = now - timedelta(seconds=studio_settings.SESSION_STALE_AFTER_S)
+    stale = now - timedelta(seconds=agent_settings.SESSION_STALE_AFTER_S)
     claimed = AgentSession.objects.filter(pk=session_id).filter(
         Q(status=AgentSession.Status.QUEUED)
         | Q(status=AgentSession.Status.RUNNING, heartbeat_at__lt=stale)
@@ -216,7 +202,7 @@ class _Heartbeat(threading.Thread):
 
     def run(self) -> None:
         try:
-            while not self.stop_event.wait(studio_settings.SESSION_HEARTBEAT_S):
+            while not self.stop_event.wait(agent_settings.SESSION_HEARTBEAT_S):
                 alive = AgentSession.objects.filter(pk=self.session_id, lease=self.lease).update(
                     heartbeat_at=timezone.now())
                 if not alive:
@@ -301,11 +287,11 @@ def session_execute(*, session_id: int) -> None:
         strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
         tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", None))
         llm = llm_client_from_snapshot(session.config["llm"])
-        exemplars, custom_tools_text = _exemplars(session.config)
+        few_shot = _few_shot(session.config)
         ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
-                             exemplars=exemplars, tool_description=custom_tools_text)
+                             exemplars=few_shot.exemplars, tool_description=few_shot.tool_description)
         last_messages = list(previous[-1].messages) if previous else []
-        deadline = started + float(studio_settings.SESSION_MAX_SECONDS)
+        deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
 
         def on_turn(record: TurnRecord) -> None:
             nonlocal last_messages
@@ -325,7 +311,7 @@ def session_execute(*, session_id: int) -> None:
         error = outcome.error or ""
         if status == AgentSession.Status.CANCELLED and time.monotonic() > deadline:
             status, error = AgentSession.Status.FAILED, f"Stopped at the session time limit " \
-                                                        f"({studio_settings.SESSION_MAX_SECONDS} s)."
+                                                        f"({agent_settings.SESSION_MAX_SECONDS} s)."
         cost = outcome.totals.cost
         _finish(session_id, lease, status=status, error=error, final_sql=outcome.final_sql or "",
                 result=result_preview(outcome.result), cost=cost, started=started)
@@ -355,7 +341,7 @@ def _finish(session_id: int, lease: str, *, status: str, error: str, started: fl
 def sessions_recover_stale(*, stale_after_s: float | None = None, max_attempts: int = MAX_ATTEMPTS) -> dict:
     """Sessions whose worker died: queue them again to resume, or fail them after too many attempts."""
     if stale_after_s is None:
-        stale_after_s = studio_settings.SESSION_STALE_AFTER_S
+        stale_after_s = agent_settings.SESSION_STALE_AFTER_S
     cutoff = timezone.now() - timedelta(seconds=stale_after_s)
     dead = AgentSession.objects.filter(status=AgentSession.Status.RUNNING).filter(
         Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))

@@ -27,6 +27,7 @@ from .interactive_t2s import InteractiveT2S, InteractiveT2SConfig, is_probe
 from .parsing import Action, ActionParseError, ParsedStep, parse_action, parse_step
 from .prompt import (
     Exemplar,
+    FewShot,
     Step,
     build_messages,
     estimate_message_tokens,
@@ -57,7 +58,7 @@ def create_strategy(name: str, config: Mapping[str, Any] | None = None) -> Strat
 
 
 __all__ = [
-    "STRATEGIES", "Action", "ActionParseError", "Exemplar", "TrajectoryFormatError", "parse_trajectory",
+    "STRATEGIES", "Action", "ActionParseError", "Exemplar", "FewShot", "TrajectoryFormatError", "parse_trajectory",
     "render_trajectory", "InteractiveT2S", "InteractiveT2SConfig", "OnTurn",
     "Outcome", "ParsedStep", "SessionContext", "ShouldCancel", "Status", "Step", "Strategy", "Totals", "TurnKind",
     "TurnRecord", "build_messages", "create_strategy", "estimate_message_tokens", "estimate_tokens",

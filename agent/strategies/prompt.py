@@ -57,6 +57,29 @@ class Exemplar:
                    tuple(Step.from_dict(s) for s in d.get("steps", ())), d.get("final_sql"))
 
 
+@dataclass(frozen=True)
+class FewShot:
+    """Few-shot exemplars as plain data, resolved by the caller (an immutable exemplar set version, a file).
+
+    ``tool_description`` is the source's own tool text, sent instead of ours
+    (see ``system_prompt``); ``source`` says where the exemplars came from
+    (e.g. the set version's id, name and number) for the session page.
+    """
+
+    exemplars: tuple[Exemplar, ...] = ()
+    tool_description: str | None = None
+    source: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"exemplars": [e.to_dict() for e in self.exemplars], "tool_description": self.tool_description,
+                "source": dict(self.source) if self.source is not None else None}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FewShot:
+        return cls(tuple(Exemplar.from_dict(e) for e in d.get("exemplars") or ()), d.get("tool_description") or None,
+                   d.get("source"))
+
+
 # --- tool description -----------------------------------------------------------
 
 def enabled_tool_names(enabled: Sequence[str] | None = None) -> tuple[str, ...]:

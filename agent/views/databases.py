@@ -48,10 +48,7 @@ def database_detail(request: HttpRequest, name: str) -> HttpResponse:
 @permission_required("agent.change_database", raise_exception=True)
 def database_refresh(request: HttpRequest, name: str) -> HttpResponse:
     database = get_object_or_404(Database, name=name)
-    from agent.tasks import refresh_database
-
-    Database.objects.filter(pk=database.pk).update(status=Database.Status.PENDING)
-    refresh_database.delay(database.pk)
+    services.database_refresh_queue(database=database)
     messages.info(request, f"Refresh of {database.name} queued.")
     return redirect(database)
 

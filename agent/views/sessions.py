@@ -26,7 +26,7 @@ def ask(request: HttpRequest) -> HttpResponse:
                 database=form.cleaned_data["database"], question=form.cleaned_data["question"],
                 evidence=form.cleaned_data["evidence"], strategy=form.cleaned_data["strategy"],
                 options=form.options(), user=request.user,
-                exemplar_set_version=form.cleaned_data["exemplar_set_version"],
+                few_shot=form.few_shot(),
             )
         except ValidationError as exc:
             for field, errors in exc.message_dict.items():

@@ -10,7 +10,14 @@ from typing import Any
 
 from agent.strategies.parsing import ActionParseError, parse_action
 from agent.strategies.prompt import Exemplar as PromptExemplar
-from agent.strategies.prompt import Step, estimate_tokens, render_exemplar, schema_text, system_prompt
+from agent.strategies.prompt import (
+    FewShot,
+    Step,
+    estimate_tokens,
+    render_exemplar,
+    schema_text,
+    system_prompt,
+)
 from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
 
 PROMPT_KEYS = ("schema_text", "question", "evidence", "steps", "final_sql")
@@ -125,6 +132,29 @@ def exemplar_list(*, state: str | None = None, database_id: int | None = None):
 
 def set_list():
     return ExemplarSet.objects.prefetch_related("versions")
+
+
+def few_shot_for_version(version: ExemplarSetVersion) -> FewShot:
+    """A version's exemplars and tool text as the plain data a session takes (versions are immutable)."""
+    return FewShot(exemplars_for_version(version), version.tool_description or None,
+                   {"id": version.pk, "set_id": version.exemplar_set_id, "set": version.exemplar_set.name,
+                    "number": version.number, "exemplars": len(version.exemplars)})
+
+
+class VersionFewShotSource:
+    """Exemplar set versions as the agent app's few-shot source (registered in AnnotationsConfig.ready)."""
+
+    def choices(self) -> list[tuple[int, str]]:
+        return [(v.pk, f"{v.exemplar_set.name} v{v.number} ({len(v.exemplars)} exemplars)")
+                for v in published_versions()]
+
+    def by_id(self, pk: int) -> FewShot | None:
+        version = ExemplarSetVersion.objects.select_related("exemplar_set").filter(pk=pk).first()
+        return few_shot_for_version(version) if version is not None else None
+
+    def by_name(self, spec: str) -> FewShot | None:
+        version = version_from_spec(spec)
+        return few_shot_for_version(version) if version is not None else None
 
 
 def published_versions():

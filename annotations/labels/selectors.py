@@ -5,9 +5,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from agent.models import Turn
+from agent.services import open_connector
+from agent.sql import Limits, SQLError
+from annotations.evaluation.compare import bird_results_equal, spider_order_matters, spider_results_equal
 from annotations.labels import agreement, suggestions
 from annotations.labels.models import (
     Category,
@@ -125,8 +130,6 @@ def run_label_sets(*, run: Run) -> dict[int, dict[int, set[str]]]:
 
 
 def run_annotators(*, run: Run):
-    from django.contrib.auth import get_user_model
-
     ids = Label.objects.for_run(run).filter(is_final=False).values_list("annotator_id", flat=True).distinct()
     return get_user_model().objects.filter(pk__in=ids).order_by("username")
 
@@ -222,8 +225,6 @@ def ex_by(*, run: Run, field: str) -> list[dict[str, Any]]:
 
 def agent_figures(*, run: Run) -> dict[str, Any] | None:
     """Rounds and tokens per case, tool usage per round, and the last tool call before a failure."""
-    from agent.models import Turn
-
     items = list(run.items.filter(session__isnull=False).select_related("session"))
     if not items:
         return None
@@ -253,8 +254,6 @@ def agent_figures(*, run: Run) -> dict[str, Any] | None:
 
 def last_tools(*, session_ids) -> dict[int, str]:
     """The last tool each session called before answering (Done excluded)."""
-    from agent.models import Turn
-
     out: dict[int, str] = {}
     for session_id, tool in (Turn.objects.filter(session_id__in=list(session_ids)).exclude(tool__in=["", "Done"])
                              .order_by("session_id", "index").values_list("session_id", "tool")):
@@ -314,10 +313,6 @@ def corrections(*, run: Run) -> dict[int, Label]:
 def run_ex_with_corrections(*, run: Run) -> dict[str, Any]:
     """EX with corrected golds: each corrected item is re-judged against its corrected gold query,
     using the dataset's semantics (Spider test-suite or BIRD); the others keep their decision."""
-    from agent.services import open_connector
-    from agent.sql import Limits, SQLError
-    from annotations.evaluation.compare import bird_results_equal, spider_order_matters, spider_results_equal
-
     fixed = corrections(run=run)
     scored = list(run.items.filter(ex__isnull=False).values_list("id", "ex"))
     changes = []

@@ -15,6 +15,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Min
 from django.utils import timezone
 
+from agent.services import open_connector
+from agent.sql import Limits, SQLError
 from annotations.labels.models import (
     Category,
     Label,
@@ -173,8 +175,6 @@ def _execute_corrected(label: Label) -> None:
     if database is None:
         label.corrected_ok, label.corrected_error = False, "The question's database is not available here."
         return
-    from agent.services import open_connector
-    from agent.sql import Limits, SQLError
 
     try:
         with open_connector(database, limits=Limits(timeout_s=10, max_rows=PREVIEW_ROWS)) as conn:

@@ -1,5 +1,7 @@
 from django import forms
 
+from agent.forms import strategy_choices
+from annotations.exemplars.selectors import published_versions
 from annotations.runs.models import Dataset, Run
 
 MAX_PREDICTION_BYTES = 20 * 1024 * 1024
@@ -49,9 +51,6 @@ class RunLaunchForm(forms.Form):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        from agent.forms import strategy_choices
-        from annotations.exemplars.selectors import published_versions
-
         self.fields["strategy"].choices = strategy_choices()
         self.fields["exemplar_set_version"].queryset = published_versions()
         self.fields["exemplar_set_version"].label_from_instance = lambda v: f"{v.exemplar_set.name} v{v.number}"

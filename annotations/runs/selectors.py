@@ -8,7 +8,10 @@ from typing import Any
 
 from django.db.models import Avg, Count, Q, Sum
 
-from annotations.runs.models import Run, RunItem
+from agent.services import open_connector
+from agent.sql import Limits, SQLError
+from annotations.evaluation import constraint_values
+from annotations.runs.models import DatasetQuestion, Run, RunItem
 
 DIFFICULTY_ORDER = ["easy", "medium", "hard", "extra", "simple", "moderate", "challenging", "unknown"]
 TABLE_ORDER = ["1", "2", "3", "4+"]
@@ -50,9 +53,6 @@ def run_agent_figures(*, run: Run) -> dict[str, Any] | None:
 
 @lru_cache(maxsize=32)
 def _value_flags(dataset_id: int, version: str) -> dict[int, tuple[bool, bool]]:
-    from annotations.evaluation import constraint_values
-    from annotations.runs.models import DatasetQuestion
-
     flags = {}
     for index, question, sql in DatasetQuestion.objects.filter(dataset_id=dataset_id).values_list(
             "index", "question", "gold_sql"):
@@ -177,9 +177,6 @@ def run_compare(*, a: Run, b: Run) -> dict[str, Any]:
 
 def run_item_with_results(*, item: RunItem, max_rows: int = 200):
     """Gold and predicted result tables for one question, re-executed read-only, with differing rows marked."""
-    from agent.services import open_connector
-    from agent.sql import Limits, SQLError
-
     database = item.question.database
     out: dict[str, Any] = {"gold": None, "pred": None, "gold_error": "", "pred_error": ""}
     if database is None:

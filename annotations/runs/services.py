@@ -18,7 +18,11 @@ from django.utils import timezone
 
 from agent import services as agent_services
 from agent.metrics import f_nc
-from agent.models import Database
+from agent.models import Database, Turn
+from agent.services import sessions as session_services
+from agent.services.jobs import enqueue_on_commit
+from agent.strategies import STRATEGIES, create_strategy
+from annotations.conf import annotations_settings
 from annotations.evaluation import (
     EvalItem,
     GoldItem,
@@ -30,10 +34,13 @@ from annotations.evaluation import (
     parse_spider_predictions,
 )
 from annotations.evaluation.runner import suite_files
+from annotations.exemplars.selectors import few_shot_for_version
+from annotations.models import ExemplarSetVersion
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
-from t2s_site.conf import studio_settings
 
 logger = logging.getLogger(__name__)
+DISPATCH_TASK = "annotations.tasks.dispatch_run"
+EVALUATE_TASK = "annotations.tasks.evaluate_run"
 
 
 # --- datasets ---------------------------------------------------------------------------
@@ -144,8 +151,11 @@ def db_resolver_for(dataset: Dataset):
 
 
 def run_import_predictions(*, dataset: Dataset, text: str, fmt: str, name: str, source_file: str = "",
-                           user=None) -> Run:
-    """An external system's predictions as a Run. Malformed lines are kept as issues, the rest imported."""
+                           user=None, evaluate_later: bool = False) -> Run:
+    """An external system's predictions as a Run. Malformed lines are kept as issues, the rest imported.
+
+    ``evaluate_later`` queues its evaluation after commit (the web upload); otherwise the caller evaluates.
+    """
     if fmt == "spider":
         parsed = parse_spider_predictions(text)
     elif fmt == "bird":
@@ -172,7 +182,16 @@ def run_import_predictions(*, dataset: Dataset, text: str, fmt: str, name: str, 
                     else ("malformed line" if i in by_index else "no prediction"))
             for i, q in questions.items()
         ])
+        if evaluate_later:
+            run_evaluate_queue(run=run)
     return run
+
+
+def run_evaluate_queue(*, run: Run) -> None:
+    """Mark the run evaluating and queue its evaluation after commit."""
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.EVALUATING)
+        enqueue_on_commit(EVALUATE_TASK, run.pk)
 
 
 def run_evaluate(*, run: Run, workers: int = 2) -> Run:
@@ -184,7 +203,7 @@ def run_evaluate(*, run: Run, workers: int = 2) -> Run:
                            pred_note=it.prediction_note) for it in items]
     try:
         report = evaluate(eval_items, mode=run.dataset.eval_mode, db_resolver=db_resolver_for(run.dataset),
-                          workers=workers, cache_dir=studio_settings.GOLD_CACHE_DIR)
+                          workers=workers, cache_dir=annotations_settings.GOLD_CACHE_DIR)
     except Exception as exc:  # the run keeps its predictions; the failure is shown on it
         logger.exception("evaluation of run %s failed", run.pk)
         Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED, error=f"Evaluation failed: {exc}")
@@ -210,8 +229,6 @@ def run_evaluate(*, run: Run, workers: int = 2) -> Run:
 
 def _hdsp_feedback(items: Sequence[RunItem]) -> dict[int, int]:
     """f_sc from the last feedback turn of each HDSP session (the LLM's expected answer type vs the result)."""
-    from agent.models import Turn
-
     session_ids = [i.session_id for i in items if i.session_id]
     out: dict[int, int] = {}
     for turn in Turn.objects.filter(session_id__in=session_ids, kind="feedback").order_by("session_id", "index"):
@@ -223,10 +240,6 @@ def _hdsp_feedback(items: Sequence[RunItem]) -> dict[int, int]:
 def _aggregate_dict(agg) -> dict[str, Any]:
     return {"questions": agg.questions, "scored": agg.scored, "correct": agg.correct, "ex": agg.ex,
             "soft_f1": agg.soft_f1, "status_counts": dict(agg.status_counts)}
-
-
-def run_delete(*, run: Run) -> None:
-    run.delete()
 
 
 def questions_for(dataset: Dataset, *, db_ids: Sequence[str] = (), limit: int | None = None):
@@ -252,9 +265,6 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
     Sessions are started by ``run_dispatch`` a few at a time (the endpoint's concurrency limit), so a
     1000-question run does not flood the LLM; a spend cap stops starting new ones once reached.
     """
-    from agent.services import sessions as session_services
-    from agent.strategies import STRATEGIES, create_strategy
-
     if strategy not in STRATEGIES:
         raise ValidationError({"strategy": [f"Unknown strategy; choose one of {', '.join(sorted(STRATEGIES))}."]})
     try:
@@ -284,10 +294,7 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
 
 
 def _dispatch_after_commit(run: Run) -> None:
-    from annotations.tasks import dispatch_run
-
-    run_id = run.pk
-    transaction.on_commit(lambda: dispatch_run.delay(run_id))
+    enqueue_on_commit(DISPATCH_TASK, run.pk)
 
 
 def run_dispatch(*, run: Run) -> bool:
@@ -295,8 +302,6 @@ def run_dispatch(*, run: Run) -> bool:
 
     Returns True while the run still has work in flight (the caller polls again).
     """
-    from agent.services import sessions as session_services
-
     run.refresh_from_db()
     if run.status != Run.Status.RUNNING:
         return False
@@ -319,9 +324,9 @@ def run_dispatch(*, run: Run) -> bool:
         waiting = []
     version = None
     if run.config.get("exemplar_set_version"):
-        from annotations.models import ExemplarSetVersion
-
-        version = ExemplarSetVersion.objects.filter(pk=run.config["exemplar_set_version"]).first()
+        found = ExemplarSetVersion.objects.select_related("exemplar_set").filter(
+            pk=run.config["exemplar_set_version"]).first()
+        version = few_shot_for_version(found) if found is not None else None
     # The LLM recorded when the run was launched, not whatever this worker's environment says.
     endpoint = session_services.endpoint_from_snapshot(run.config["llm"])
     # A database still being introspected or indexed (just imported) is waited for, not failed.
@@ -341,7 +346,7 @@ def run_dispatch(*, run: Run) -> bool:
             with transaction.atomic():
                 session = session_services.session_create(
                     database=database, question=item.question.question, evidence=item.question.evidence,
-                    strategy=run.strategy, options=options, exemplar_set_version=version, endpoint=endpoint)
+                    strategy=run.strategy, options=options, few_shot=version, endpoint=endpoint)
                 # Claim the item; a concurrent dispatcher that got there first wins and this session is dropped.
                 if not RunItem.objects.filter(pk=item.pk, session__isnull=True).update(session=session):
                     transaction.set_rollback(True)
@@ -364,16 +369,12 @@ def runs_revive_dispatch(*, idle_s: float = 30) -> list[int]:
     stale = list(Run.objects.filter(source=Run.Source.AGENT, status=Run.Status.RUNNING)
                  .filter(Q(dispatched_at__lt=cutoff) | Q(dispatched_at__isnull=True))
                  .values_list("pk", flat=True))
-    from annotations.tasks import dispatch_run
-
     for pk in stale:
-        dispatch_run.delay(pk)
+        enqueue_on_commit(DISPATCH_TASK, pk)
     return stale
 
 
 def run_cancel(*, run: Run) -> Run:
-    from agent.services import sessions as session_services
-
     Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.CANCELLED)
     for item in run.items.select_related("session").filter(session__status__in=UNFINISHED_SESSION):
         session_services.session_cancel(session=item.session)

@@ -39,13 +39,11 @@ def dataset_detail(request: HttpRequest, name: str) -> HttpResponse:
         try:
             run = services.run_import_predictions(
                 dataset=dataset, text=form.cleaned_data["file"], fmt=form.cleaned_data["format"],
-                name=form.cleaned_data["name"], source_file=request.FILES["file"].name, user=request.user)
+                name=form.cleaned_data["name"], source_file=request.FILES["file"].name, user=request.user,
+                evaluate_later=True)
         except ValidationError as exc:
             form.add_error("file", " ".join(exc.messages))
         else:
-            from annotations.tasks import evaluate_run
-
-            evaluate_run.delay_on_commit(run.pk)
             messages.success(request, f"Imported; {len(run.import_issues)} lines could not be used. Evaluating…")
             return redirect(run)
     launch = RunLaunchForm(prefix="launch")
@@ -135,10 +133,7 @@ def run_item(request: HttpRequest, pk: int, item_id: int) -> HttpResponse:
 @permission_required("annotations.change_run", raise_exception=True)
 def run_reevaluate(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
-    from annotations.tasks import evaluate_run
-
-    Run.objects.filter(pk=run.pk).update(status=Run.Status.EVALUATING)
-    evaluate_run.delay(run.pk)
+    services.run_evaluate_queue(run=run)
     messages.info(request, "Evaluation queued.")
     return redirect(run)
 

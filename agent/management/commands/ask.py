@@ -4,7 +4,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from agent.models import AgentSession, Database, Turn
-from agent.services import sessions
+from agent.services import few_shot, sessions
+from agent.strategies import FewShot
 from agent.tools import tool_names
 
 NO_WORKER_HINT_S = 15
@@ -38,7 +39,7 @@ class Command(BaseCommand):
         version = self._version(exemplars) if exemplars else None
         try:
             session = sessions.session_create(database=db, question=question, evidence=evidence, strategy=strategy,
-                                              options=opts, exemplar_set_version=version, enqueue=not inline)
+                                              options=opts, few_shot=version, enqueue=not inline)
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
         self.stdout.write(f"Session #{session.pk} queued." if not inline else f"Session #{session.pk}.")
@@ -48,13 +49,11 @@ class Command(BaseCommand):
             return
         self._follow(session.pk)
 
-    def _version(self, spec: str):
-        from annotations.exemplars.selectors import version_from_spec
-
-        version = version_from_spec(spec)
-        if version is None:
+    def _version(self, spec: str) -> FewShot:
+        found = few_shot.by_name(spec)
+        if found is None:
             raise CommandError(f"No published version {spec!r} of an exemplar set.")
-        return version
+        return found
 
     def _follow(self, session_id: int) -> None:
         shown = -1

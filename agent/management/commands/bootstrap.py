@@ -1,12 +1,12 @@
 import os
 import secrets
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from agent import services
+from agent.conf import agent_settings
 from agent.models import Database
 
 DEMO_NAME = "chinook"
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         demo = Database.objects.filter(name=DEMO_NAME).first()
         if demo is None or demo.status != Database.Status.READY:
             demo = services.database_register(
-                name=DEMO_NAME, location=str(settings.T2S["DEMO_DATABASE"]), description=DEMO_DESCRIPTION,
+                name=DEMO_NAME, location=str(agent_settings.DEMO_DATABASE), description=DEMO_DESCRIPTION,
                 is_demo=True, refresh="sync",
             )
             self.stdout.write(f"Demo database {demo.name}: {demo.status} ({demo.table_count} tables)")

@@ -1,0 +1,44 @@
+"""The agent app's own settings, with their defaults here (DRF's ``api_settings`` pattern).
+
+A project overrides any of them in ``settings.T2S`` (t2s_site/settings.py fills
+that dict from environment variables); anything it leaves out takes the
+default below. Read on every access, so ``override_settings`` and tests that
+replace ``settings.T2S`` take effect at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+DEFAULTS: dict[str, Any] = {
+    "INDEX_DIR": Path("var") / "indexes",  # tool indexes, one folder per registered database
+    "DEMO_DATABASE": Path(__file__).resolve().parent / "demo" / "chinook.sqlite",
+    "QUERY_TIMEOUT_S": 10.0,  # per query run on a target database
+    "QUERY_MAX_ROWS": 1000,
+    "LLM_BASE_URL": "",  # the default endpoint when no LLMEndpoint record is marked default
+    "LLM_API_KEY_ENV": "OPENAI_API_KEY",
+    "LLM_MODEL": "",
+    # Celery's threads pool has no time limits: sessions enforce their own wall-clock limit.
+    "SESSION_MAX_SECONDS": 900,
+    # A running session's worker touches it every HEARTBEAT_S; silent for STALE_AFTER_S means the worker died.
+    "SESSION_HEARTBEAT_S": 10.0,
+    "SESSION_STALE_AFTER_S": 90.0,
+}
+
+
+class AppSettings:
+    """``app_settings.NAME``: ``settings.T2S["NAME"]`` when set, else the app's default."""
+
+    def __init__(self, defaults: dict[str, Any]) -> None:
+        self._defaults = defaults
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in self._defaults:
+            raise AttributeError(f"No setting {name!r}; known: {', '.join(sorted(self._defaults))}")
+        return getattr(settings, "T2S", {}).get(name, self._defaults[name])
+
+
+agent_settings = AppSettings(DEFAULTS)

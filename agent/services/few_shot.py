@@ -1,0 +1,47 @@
+"""Where few-shot exemplars come from, without the agent app knowing who keeps them.
+
+A session takes its exemplars as plain data (``agent.strategies.FewShot``),
+resolved by whoever creates it. The app that stores exemplar sets registers a
+``FewShotSource`` when Django starts (``annotations``' ``AppConfig.ready``);
+the Ask form, the API and the ``ask`` command list and resolve through it.
+With no source registered there is nothing to choose and sessions are
+zero-shot.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from agent.strategies import FewShot
+
+
+class FewShotSource(Protocol):
+    def choices(self) -> list[tuple[int, str]]:
+        """(id, label) of every version one may pick, in display order."""
+        ...
+
+    def by_id(self, pk: int) -> FewShot | None: ...
+
+    def by_name(self, spec: str) -> FewShot | None:
+        """``SET`` (newest version) or ``SET:N`` / ``SET:vN``, as the command line takes it."""
+        ...
+
+
+_source: FewShotSource | None = None
+
+
+def register_source(source: FewShotSource | None) -> None:
+    global _source
+    _source = source
+
+
+def choices() -> list[tuple[int, str]]:
+    return _source.choices() if _source is not None else []
+
+
+def by_id(pk: int) -> FewShot | None:
+    return _source.by_id(pk) if _source is not None else None
+
+
+def by_name(spec: str) -> FewShot | None:
+    return _source.by_name(spec) if _source is not None else None

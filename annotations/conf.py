@@ -1,0 +1,15 @@
+"""The annotations app's own settings, with their defaults here (see agent/conf.py for the pattern)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agent.conf import AppSettings
+
+DEFAULTS: dict[str, Any] = {
+    # Gold query results, keyed by database fingerprint and SQL: computed once, reused by every evaluation.
+    "GOLD_CACHE_DIR": Path("var") / "gold-cache",
+}
+
+annotations_settings = AppSettings(DEFAULTS)
