@@ -66,7 +66,7 @@ def test_malformed_trajectories_are_rejected(text: str, message: str) -> None:
         parse_trajectory(text, schema_text="")
 
 
-@pytest.mark.skipif(not REFERENCE.is_dir(), reason="the paper's prompt files are not on this machine")
+@pytest.mark.shared_data
 def test_every_reference_trajectory_imports() -> None:
     # The two Snowflake files of the release hold a question and a gold query but no trajectory.
     files = [p for p in REFERENCE.rglob("*.txt")
@@ -81,7 +81,7 @@ def test_every_reference_trajectory_imports() -> None:
         assert ex.final_sql, path
 
 
-@pytest.mark.skipif(not REFERENCE.is_dir(), reason="the paper's prompt files are not on this machine")
+@pytest.mark.shared_data
 def test_reference_exemplar_matches_the_figure_2_flow() -> None:
     base = REFERENCE / "spider" / "activity_1"
     ex = parse_trajectory((base / "fake-type134.txt").read_text(), schema_text=(base / "schema.txt").read_text())

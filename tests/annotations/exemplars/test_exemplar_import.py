@@ -17,6 +17,7 @@ DATASETS = ["bird-no_evidence", "bird-with_evidence", "spider", "spider2-lite-sn
 
 
 @pytest.mark.parametrize("dataset", DATASETS)
+@pytest.mark.shared_data
 def test_import_every_reference_folder(dataset):
     folder = REFERENCE / dataset
     trajectories = sorted(p for p in folder.glob("*/*.txt") if p.name != "schema.txt")
@@ -35,6 +36,7 @@ def test_import_every_reference_folder(dataset):
     assert all(s.question for s in shots)
 
 
+@pytest.mark.shared_data
 def test_import_keeps_steps_evidence_and_observations():
     call_command("import_exemplars", str(REFERENCE / "bird-with_evidence"), "--format", "interactive-t2s",
                  stdout=StringIO())
@@ -47,6 +49,7 @@ def test_import_keeps_steps_evidence_and_observations():
     assert shot.steps[-1].observation is None
 
 
+@pytest.mark.shared_data
 def test_a_folder_of_datasets_imports_one_set_each():
     call_command("import_exemplars", str(REFERENCE), "--format", "interactive-t2s", stdout=StringIO(),
                  stderr=StringIO())

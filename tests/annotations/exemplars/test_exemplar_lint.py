@@ -59,6 +59,7 @@ def test_unparseable_actions_and_missing_done_are_reported():
     assert "The trajectory does not end with Done." in report.warnings
 
 
+@pytest.mark.shared_data
 def test_imported_exemplars_without_a_registered_database_say_so():
     import_interactive_t2s(SHARED_DIR / "reference" / "interactive_t2s_prompts" / "bird-with_evidence")
     report = lint_exemplar(Exemplar.objects.first())

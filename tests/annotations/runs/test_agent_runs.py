@@ -22,6 +22,7 @@ def drive(run):
     return peak
 
 
+@pytest.mark.shared_data
 def test_agent_run_over_a_sample_is_dispatched_within_its_concurrency_and_evaluated(spider_dev, replay_llm,
                                                                                    user_client):
     from agent import services as agent_services
@@ -54,6 +55,7 @@ def test_agent_run_over_a_sample_is_dispatched_within_its_concurrency_and_evalua
     assert f"#{run.pk} sample" in page and "33.33%" in page and "LLM calls per question" in page
 
 
+@pytest.mark.shared_data
 def test_resume_reruns_only_failed_questions(spider_dev, replay_llm):
     from agent import services as agent_services
     from agent.models import Database
@@ -75,6 +77,7 @@ def test_resume_reruns_only_failed_questions(spider_dev, replay_llm):
     assert len(server.chat_requests()) == calls_before + 2  # only the failed question ran again
 
 
+@pytest.mark.shared_data
 def test_spend_cap_stops_starting_sessions(spider_dev, replay_llm, settings):
     from agent.models import LLMEndpoint
 

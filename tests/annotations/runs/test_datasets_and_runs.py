@@ -20,6 +20,7 @@ def predictions(transform=lambda i, sql: sql) -> str:
     return "\n".join(transform(i, line.rsplit("\t", 1)[0]) for i, line in enumerate(GOLD_LINES)) + "\n"
 
 
+@pytest.mark.shared_data
 def test_spider_import_registers_databases_by_db_id_and_is_idempotent(spider_dev):
     assert spider_dev.question_count == 1034 and spider_dev.executable_count == 972
     assert Database.objects.filter(name="concert_singer").exists()
@@ -31,6 +32,7 @@ def test_spider_import_registers_databases_by_db_id_and_is_idempotent(spider_dev
     assert again.pk == spider_dev.pk and again.questions.count() == 1034
 
 
+@pytest.mark.shared_data
 def test_gold_as_predictions_scores_100_percent_over_the_972_executable(spider_dev):
     run = services.run_import_predictions(dataset=spider_dev, text=predictions(), fmt="spider", name="gold")
     run = services.run_evaluate(run=run)
@@ -40,6 +42,7 @@ def test_gold_as_predictions_scores_100_percent_over_the_972_executable(spider_d
     assert run.items.filter(f_nc=1.0).count() == 1034 and not run.items.filter(f_sc__isnull=False).exists()
 
 
+@pytest.mark.shared_data
 def test_malformed_lines_are_reported_with_their_line_number_and_the_rest_imported(spider_dev):
     text = predictions(lambda i, sql: f"{sql}\tdb\textra" if i == 3 else sql)
     run = services.run_import_predictions(dataset=spider_dev, text=text, fmt="spider", name="broken line")
@@ -51,6 +54,7 @@ def test_malformed_lines_are_reported_with_their_line_number_and_the_rest_import
     assert bird_run.import_issues
 
 
+@pytest.mark.shared_data
 def test_evaluate_command_prints_breakdowns_and_json(spider_dev, tmp_path, capsys):
     path = tmp_path / "pred.txt"
     path.write_text(predictions(lambda i, sql: "SELECT 1" if i % 2 else sql))
@@ -66,6 +70,7 @@ def test_evaluate_command_prints_breakdowns_and_json(spider_dev, tmp_path, capsy
         call_command("evaluate", "--dataset", "nope", "--predictions", str(path))
 
 
+@pytest.mark.shared_data
 def test_results_item_and_compare_pages(user_client, spider_dev):
     good = services.run_evaluate(run=services.run_import_predictions(
         dataset=spider_dev, text=predictions(), fmt="spider", name="gold"))
@@ -85,6 +90,7 @@ def test_results_item_and_compare_pages(user_client, spider_dev):
     assert "1 right → wrong" in compare_page
 
 
+@pytest.mark.shared_data
 def test_upload_predictions_in_the_browser_form(user_client, spider_dev, django_capture_on_commit_callbacks):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -120,6 +126,7 @@ def test_jsonl_dataset_with_its_own_databases(tmp_path, make_sqlite):
     assert not Dataset.objects.filter(name="bad").exists()
 
 
+@pytest.mark.shared_data
 def test_run_page_shows_the_papers_cell_value_figures(user_client, spider_dev):
     run = services.run_evaluate(run=services.run_import_predictions(
         dataset=spider_dev, text=predictions(), fmt="spider", name="gold"))

@@ -5,12 +5,10 @@ from tests.browser import log_in
 from tests.conftest import SPIDER_DIR
 from tests.support.worker import WorkerProcess, purge_broker
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.shared_data]
 
 
 def test_launch_a_small_run_in_the_browser_and_watch_it_finish(page, live_server, staff, replay_llm, tmp_path):
-    if not SPIDER_DIR.exists():
-        pytest.skip("Spider dev data not available")
     purge_broker()
     worker = WorkerProcess(tmp_path).start()
     try:
