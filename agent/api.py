@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agent import selectors, services
-from agent.models import AgentSession, Database, Turn
+from agent.models import TURN_RECORD_FIELDS, AgentSession, Database, Turn
 from agent.services import few_shot
 from agent.services import sessions as session_services
 from agent.strategies import FewShot
@@ -72,9 +72,7 @@ class DatabaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
 class TurnSerializer(serializers.ModelSerializer):
     class Meta:
         model = Turn
-        fields = ["index", "kind", "completion", "thought", "action", "tool", "args", "kwargs", "observation",
-                  "tool_ok", "sql", "result", "prompt_tokens", "completion_tokens", "cost", "llm_latency_ms",
-                  "tool_latency_ms", "llm_attempts", "model", "finish_reason", "error", "created_at"]
+        fields = [*(f for f in TURN_RECORD_FIELDS if f != "extra"), "created_at"]
         read_only_fields = fields
 
 

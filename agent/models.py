@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from django.core.exceptions import ValidationError
@@ -7,7 +9,15 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.urls import reverse
 
+from agent.llm import Message
 from agent.sql import SchemaInfo
+from agent.strategies import TurnRecord
+
+# Every TurnRecord field is a Turn column of the same name, except the messages (stored as ``prompt``,
+# the part new since the previous turn, plus ``prompt_prefix_len``). Turn.from_record / to_record, the
+# API's TurnSerializer and the tests all derive from this one list.
+TURN_RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TurnRecord) if f.name != "messages")
+_RECORD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TurnRecord)}
 
 name_validator = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
@@ -223,8 +233,8 @@ class Turn(models.Model):
 
     ``prompt`` holds only the messages this turn's LLM call added to the previous
     turn's prompt (a ReAct prompt grows by one exchange per round), so a long
-    session does not store its system prompt a dozen times; ``full_messages``
-    rebuilds the exact prompt.
+    session does not store its system prompt a dozen times; ``agent.services.sessions.session_records``
+    rebuilds the exact prompts.
     """
 
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="turns")
@@ -262,3 +272,26 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.index} {self.tool or self.kind}"
+
+    @classmethod
+    def from_record(cls, record: TurnRecord, *, session_id: int, prompt: list[Message],
+                    prompt_prefix_len: int) -> Turn:
+        """An unsaved Turn holding ``record`` (JSON-safe; None in a text column is stored as "")."""
+        data: dict[str, Any] = record.to_dict()
+        values = {}
+        for name in TURN_RECORD_FIELDS:
+            value = data[name]
+            if value is None and not cls._meta.get_field(name).null:
+                value = ""
+            values[name] = value
+        return cls(session_id=session_id, prompt=[m.to_dict() for m in prompt],
+                   prompt_prefix_len=prompt_prefix_len, **values)
+
+    def to_record(self, messages: list[Message]) -> TurnRecord:
+        """The TurnRecord this turn stores, with its full prompt ``messages`` (rebuilt by the caller)."""
+        data: dict[str, Any] = {}
+        for name in TURN_RECORD_FIELDS:
+            value = getattr(self, name)
+            data[name] = None if value == "" and _RECORD_DEFAULTS[name] is None else value
+        data["messages"] = [m.to_dict() for m in messages]
+        return TurnRecord.from_dict(data)

@@ -212,23 +212,12 @@ class _Heartbeat(threading.Thread):
             connection.close()
 
 
-def turn_to_record(turn: Turn, messages: list[Message]) -> TurnRecord:
-    data = {f: getattr(turn, f) for f in (
-        "index", "kind", "completion", "observation", "tool_ok", "cost", "llm_latency_ms", "tool_latency_ms",
-        "llm_attempts", "prompt_tokens", "completion_tokens", "extra", "args", "kwargs")}
-    for f in ("thought", "action", "tool", "sql", "model", "finish_reason", "error"):
-        data[f] = getattr(turn, f) or None
-    data["result"] = turn.result
-    data["messages"] = [m.to_dict() for m in messages]
-    return TurnRecord.from_dict(data)
-
-
 def session_records(session: AgentSession) -> list[TurnRecord]:
     """The stored turns as the strategy reported them, prompts rebuilt in full."""
     records, previous = [], []
     for turn in Turn.objects.for_session(session):
         messages = previous[: turn.prompt_prefix_len] + [Message.from_dict(m) for m in turn.prompt]
-        records.append(turn_to_record(turn, messages))
+        records.append(turn.to_record(messages))
         previous = messages
     return records
 
@@ -236,24 +225,13 @@ def session_records(session: AgentSession) -> list[TurnRecord]:
 def _store_turn(session_id: int, lease: str, record: TurnRecord, previous_messages: list[Message]) -> None:
     messages = list(record.messages)
     prefix = len(previous_messages) if messages[: len(previous_messages)] == previous_messages else 0
-    fields = record.to_dict()
     with transaction.atomic():
         if not AgentSession.objects.filter(pk=session_id, lease=lease).update(heartbeat_at=timezone.now()):
             raise LeaseLost(session_id)
         try:
             with transaction.atomic():
-                Turn.objects.create(
-                    session_id=session_id, index=record.index, kind=record.kind,
-                    prompt=[m.to_dict() for m in messages[prefix:]], prompt_prefix_len=prefix,
-                    completion=record.completion, thought=record.thought or "", action=record.action or "",
-                    tool=record.tool or "", args=fields["args"], kwargs=fields["kwargs"],
-                    observation=record.observation, tool_ok=record.tool_ok, sql=record.sql or "",
-                    result=fields["result"], prompt_tokens=record.prompt_tokens,
-                    completion_tokens=record.completion_tokens, cost=record.cost,
-                    llm_latency_ms=record.llm_latency_ms, tool_latency_ms=record.tool_latency_ms,
-                    llm_attempts=record.llm_attempts, model=record.model or "",
-                    finish_reason=record.finish_reason or "", error=record.error or "", extra=fields["extra"],
-                )
+                Turn.from_record(record, session_id=session_id, prompt=messages[prefix:],
+                                 prompt_prefix_len=prefix).save(force_insert=True)
         except IntegrityError:
             # Already stored by an earlier delivery of this session: never a duplicate.
             logger.info("turn %s of session %s already stored", record.index, session_id)

@@ -73,6 +73,7 @@ from .formats import (
     parse_spider_predictions,
 )
 from .records import (
+    SCORED_STATUSES,
     Aggregate,
     EvalItem,
     EvalReport,
@@ -92,6 +93,8 @@ from .runner import (
     spider_db_resolver,
 )
 from .sqlstats import (
+    BIRD_DIFFICULTIES,
+    DIFFICULTY_ORDER,
     HARDNESS_LEVELS,
     TABLE_BUCKETS,
     CellValueStats,
@@ -107,7 +110,7 @@ from .sqlstats import (
 from .ves import drop_outliers, r_ves, time_ratio, ves_reward
 
 __all__ = [
-    "BIRD_SEPARATOR", "HARDNESS_LEVELS", "TABLE_BUCKETS", "Aggregate", "CellValueStats", "EvalItem", "EvalReport",
+    "BIRD_DIFFICULTIES", "BIRD_SEPARATOR", "DIFFICULTY_ORDER", "HARDNESS_LEVELS", "SCORED_STATUSES", "TABLE_BUCKETS", "Aggregate", "CellValueStats", "EvalItem", "EvalReport",
     "GoldCache", "GoldItem", "GoldStats", "gold_stats",
     "ParseIssue", "Prediction", "PredictionSet", "QuestionResult", "Status", "aggregate", "bird_db_resolver",
     "bird_results_equal", "build_report", "cell_value_stats", "constraint_values", "drop_outliers", "evaluate",

@@ -15,7 +15,15 @@ class Status(StrEnum):
     NOT_EXECUTABLE = "not_executable"  # no database file (Spider's wta_1): excluded
 
 
+# The statuses that count in EX (the denominator); the others are benchmark defects, excluded.
 SCORED_STATUSES = frozenset({Status.OK, Status.PRED_ERROR, Status.PRED_TIMEOUT})
+STATUS_LABELS = {
+    Status.OK: "both queries ran",
+    Status.PRED_ERROR: "prediction failed",
+    Status.PRED_TIMEOUT: "prediction timed out",
+    Status.GOLD_ERROR: "gold query failed",
+    Status.NOT_EXECUTABLE: "no database",
+}
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,11 @@ from sqlglot.errors import ParseError, TokenError
 
 from .compare import fix_spaced_operators
 
-HARDNESS_LEVELS = ("easy", "medium", "hard", "extra")
-TABLE_BUCKETS = ("1", "2", "3", "4+")
+HARDNESS_LEVELS = ("easy", "medium", "hard", "extra")  # Spider
+BIRD_DIFFICULTIES = ("simple", "moderate", "challenging")
+# The order every breakdown by difficulty is shown in (runs, labels, dashboards, the evaluate command).
+DIFFICULTY_ORDER = (*HARDNESS_LEVELS, *BIRD_DIFFICULTIES, "unknown")
+TABLE_BUCKETS = ("1", "2", "3", "4+")  # tables joined by the gold query (paper, Table 9); see table_bucket
 _AGGS = (exp.Max, exp.Min, exp.Count, exp.Sum, exp.Avg)
 _ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div)
 

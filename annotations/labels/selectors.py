@@ -12,6 +12,7 @@ from django.utils import timezone
 from agent.models import Turn
 from agent.services import open_connector
 from agent.sql import Limits, SQLError
+from annotations.evaluation import DIFFICULTY_ORDER, TABLE_BUCKETS, table_bucket
 from annotations.evaluation.compare import bird_results_equal, spider_order_matters, spider_results_equal
 from annotations.labels import agreement, suggestions
 from annotations.labels.models import (
@@ -24,7 +25,6 @@ from annotations.labels.models import (
     TaxonomyVersion,
 )
 from annotations.runs.models import Run, RunItem
-from annotations.runs.selectors import DIFFICULTY_ORDER
 
 
 def default_taxonomy_version() -> TaxonomyVersion | None:
@@ -190,9 +190,8 @@ def category_distribution(*, run: Run, version: TaxonomyVersion | None = None) -
 
 
 def _table_bucket(count) -> str:
-    if count in (None, ""):
-        return "unknown"
-    return "4+" if int(count) >= 4 else str(count)
+    """The evaluation core's bucket (0 tables counts as 1, as there); unknown without a count."""
+    return table_bucket(None if count in (None, "") else int(count)) or "unknown"
 
 
 def _ex_rows(values, key: str, order=None, bucket=None) -> list[dict[str, Any]]:
@@ -219,7 +218,7 @@ def ex_by(*, run: Run, field: str) -> list[dict[str, Any]]:
     """EX per number of tables in the gold query (Table 9 buckets 1, 2, 3, 4+) or per difficulty (scored only)."""
     values = run.items.filter(ex__isnull=False).values("ex", f"question__{field}")
     if field == "table_count":
-        return _ex_rows(values, "question__table_count", ["1", "2", "3", "4+"], _table_bucket)
+        return _ex_rows(values, "question__table_count", TABLE_BUCKETS, _table_bucket)
     return _ex_rows(values, f"question__{field}", DIFFICULTY_ORDER)
 
 

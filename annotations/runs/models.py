@@ -11,6 +11,10 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from annotations.evaluation.records import STATUS_LABELS
+
+EVAL_STATUS_CHOICES = [(status.value, label) for status, label in STATUS_LABELS.items()]
+
 
 class Dataset(models.Model):
     class Kind(models.TextChoices):
@@ -111,7 +115,8 @@ class RunItem(models.Model):
                                 related_name="run_items")
     predicted_sql = models.TextField(blank=True)
     prediction_note = models.TextField(blank=True, help_text="Why there is no prediction (malformed line, ...).")
-    eval_status = models.CharField(max_length=20, blank=True)
+    eval_status = models.CharField(max_length=20, blank=True, choices=EVAL_STATUS_CHOICES,
+                                   help_text="The evaluator's decision; blank until evaluated.")
     ex = models.BooleanField(null=True)
     soft_f1 = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -10,12 +11,10 @@ from django.db.models import Avg, Count, Q, Sum
 
 from agent.services import open_connector
 from agent.sql import Limits, SQLError
-from annotations.evaluation import constraint_values
+from annotations.evaluation import DIFFICULTY_ORDER, SCORED_STATUSES, TABLE_BUCKETS, Status, constraint_values
 from annotations.runs.models import DatasetQuestion, Run, RunItem
 
-DIFFICULTY_ORDER = ["easy", "medium", "hard", "extra", "simple", "moderate", "challenging", "unknown"]
-TABLE_ORDER = ["1", "2", "3", "4+"]
-SCORED = ("ok", "pred_error", "pred_timeout")
+SCORED = sorted(s.value for s in SCORED_STATUSES)
 
 
 def _rate(correct: int, scored: int) -> float | None:
@@ -31,7 +30,7 @@ def run_by_database(*, run: Run) -> list[dict[str, Any]]:
              "correct": r["correct"], "ex": _rate(r["correct"], r["scored"])} for r in rows]
 
 
-def _ordered(mapping: dict[str, dict], order: list[str]) -> list[dict[str, Any]]:
+def _ordered(mapping: dict[str, dict], order: Sequence[str]) -> list[dict[str, Any]]:
     keys = sorted(mapping, key=lambda k: (order.index(k) if k in order else len(order), k))
     return [{"key": k, **mapping[k]} for k in keys]
 
@@ -100,7 +99,7 @@ def run_summary(*, run: Run) -> dict[str, Any]:
         "run": run.pk, "name": run.name, "dataset": run.dataset.name, "source": run.source,
         "status": run.status, "totals": run.totals,
         "by_difficulty": _ordered(breakdowns.get("difficulty", {}), DIFFICULTY_ORDER),
-        "by_tables": _ordered(breakdowns.get("tables", {}), TABLE_ORDER),
+        "by_tables": _ordered(breakdowns.get("tables", {}), TABLE_BUCKETS),
         "by_database": run_by_database(run=run),
         "agent": run_agent_figures(run=run),
         "cell_values": cell_value_figures(run=run) if run.totals else None,
@@ -132,11 +131,11 @@ def run_items(*, run: Run, outcome: str = "", db_id: str = "", difficulty: str =
     if outcome == "correct":
         qs = qs.filter(ex=True)
     elif outcome == "wrong":
-        qs = qs.filter(ex=False, eval_status="ok")
+        qs = qs.filter(ex=False, eval_status=Status.OK)
     elif outcome == "error":
-        qs = qs.filter(eval_status__in=["pred_error", "pred_timeout"])
+        qs = qs.filter(eval_status__in=[Status.PRED_ERROR, Status.PRED_TIMEOUT])
     elif outcome == "unscored":
-        qs = qs.filter(eval_status__in=["gold_error", "not_executable"])
+        qs = qs.filter(eval_status__in=[Status.GOLD_ERROR, Status.NOT_EXECUTABLE])
     if db_id:
         qs = qs.filter(question__db_id=db_id)
     if difficulty:
@@ -164,7 +163,7 @@ def run_compare(*, a: Run, b: Run) -> dict[str, Any]:
     buckets = []
     for name, key in (("difficulty", "difficulty"), ("tables", "tables")):
         ba, bb = (a.breakdowns or {}).get(key, {}), (b.breakdowns or {}).get(key, {})
-        order = DIFFICULTY_ORDER if key == "difficulty" else TABLE_ORDER
+        order = DIFFICULTY_ORDER if key == "difficulty" else TABLE_BUCKETS
         for k in sorted(set(ba) | set(bb), key=lambda k: (order.index(k) if k in order else len(order), k)):
             ea, eb = (ba.get(k) or {}).get("ex"), (bb.get(k) or {}).get("ex")
             buckets.append({"group": name, "key": k, "a": ea, "b": eb,
