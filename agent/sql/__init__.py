@@ -19,6 +19,7 @@ from .base import (
     QueryResult,
     QueryTimeout,
     ReadOnlyViolation,
+    ResultTooLarge,
     SchemaInfo,
     SQLError,
     TableInfo,
@@ -42,6 +43,6 @@ def connect(engine: str, location: str, *, limits: Limits | None = None) -> Conn
 
 __all__ = [
     "DEFAULT_LIMITS", "ENGINES", "ColumnInfo", "ColumnStats", "ConnectionFailed", "Connector", "ForeignKey",
-    "Limits", "QueryRejected", "QueryResult", "QueryTimeout", "ReadOnlyViolation", "SQLError", "SchemaInfo",
+    "Limits", "QueryRejected", "QueryResult", "QueryTimeout", "ReadOnlyViolation", "ResultTooLarge", "SQLError", "SchemaInfo",
     "TableInfo", "connect",
 ]

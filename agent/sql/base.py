@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import base64
+import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -34,6 +35,10 @@ class QueryTimeout(SQLError):
 
 class ConnectionFailed(SQLError):
     """The target database could not be opened."""
+
+
+class ResultTooLarge(SQLError):
+    """The query's result (or a value it builds) is past the memory bound; the message names the limit."""
 
 
 # --- schema ------------------------------------------------------------------
@@ -228,8 +233,17 @@ def ms_since(started: float) -> float:
 
 
 def row_size(row: tuple[Any, ...]) -> int:
-    """Approximate bytes of a row, for the byte cap: text and blobs by length, other values 8."""
-    return sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row)
+    """Bytes of Python memory a fetched row holds (the tuple and each value), for the byte cap."""
+    return sys.getsizeof(row) + sum(map(sys.getsizeof, row))
+
+
+def human_bytes(n: int) -> str:
+    """``2 MB``, ``16 KB``, ``900 bytes``: how limits are named in messages."""
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.3g} MB"
+    if n >= 1024:
+        return f"{n / 1024:.3g} KB"
+    return f"{n} bytes"
 
 
 def json_cell(value: Any) -> Any:
@@ -243,7 +257,13 @@ def json_cell(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Limits:
-    """Caps applied to every query; callers may tighten them per call."""
+    """Caps applied to every query; callers may tighten them per call.
+
+    ``max_bytes`` counts the Python memory of the rows kept (``row_size``);
+    past it the result is cut (``truncated_bytes``). Whatever the caps, a
+    connector never lets one query raise its process by more than about
+    100 MB (see ``sqlite.py`` and ``postgres.py``).
+    """
 
     timeout_s: float = 10.0
     max_rows: int = 1000

@@ -37,7 +37,8 @@ _FORBIDDEN = (
     exp.Into,
     exp.LoadData,
 )
-_FORBIDDEN_FUNCTIONS = {"load_extension", "pg_sleep_for", "pg_read_file", "pg_read_binary_file", "lo_import", "lo_export"}
+_FORBIDDEN_FUNCTIONS = {"load_extension", "pg_sleep_for", "pg_read_file", "pg_read_binary_file", "lo_import", "lo_export",
+                        "set_config"}
 _LEADING_READ = re.compile(r"^\s*(\(\s*)*(select|with|values)\b", re.IGNORECASE)
 
 

@@ -28,14 +28,17 @@ from .base import (
     QueryResult,
     QueryTimeout,
     ReadOnlyViolation,
+    ResultTooLarge,
     SchemaInfo,
     SQLError,
     TableInfo,
+    human_bytes,
     ms_since,
     row_size,
 )
 from .guard import check_read_only
 from .stats import column_stats
+from .watchdog import WATCHDOG
 
 _FETCH_BATCH = 2000
 _SYSTEM_SCHEMAS = "('pg_catalog', 'information_schema')"
@@ -72,16 +75,26 @@ class PostgresConnector(Connector):
         size = total = 0
         exact = True
         truncated_bytes = False
+        columns: tuple[str, ...] = ()
         self._cursor_seq += 1
+        # The watchdog cancels the query at the deadline: statement_timeout alone restarts with every
+        # FETCH, so a slow result fetched in batches could otherwise run several limits long.
+        token = WATCHDOG.arm(deadline, self._cancel)
         try:
             with self._conn.cursor() as setup:
                 ms = max(1, int(limits.timeout_s * 1000))
                 setup.execute(pg_sql.SQL("SET LOCAL statement_timeout = {}").format(pg_sql.Literal(ms)))
                 setup.execute("SET LOCAL idle_in_transaction_session_timeout = 60000")
+                setup.execute(f"SET LOCAL {_BUDGET_SETTING} = 0")
+            # Declaring a cursor plans the query without running it: it gives the result's columns,
+            # which the bounded form below names one by one.
+            with self._conn.cursor(name=f"t2s_p{self._cursor_seq}") as probe:
+                probe.execute(text, params)
+                columns = tuple(d.name for d in probe.description or ())
+                types = [d.type_code for d in probe.description or ()]
             with self._conn.cursor(name=f"t2s_q{self._cursor_seq}") as cur:
                 cur.itersize = _FETCH_BATCH
-                cur.execute(text, params)
-                columns = tuple(d.name for d in cur.description or ())
+                cur.execute(_bounded(text, types, limits.max_bytes), params)
                 while True:
                     batch = cur.fetchmany(_FETCH_BATCH)
                     if not batch:
@@ -89,11 +102,13 @@ class PostgresConnector(Connector):
                     for row in batch:
                         total += 1
                         if len(rows) < limits.max_rows and not truncated_bytes:
-                            size += row_size(row)
-                            if size > limits.max_bytes:
-                                truncated_bytes = True
+                            values = row[:-1]
+                            size += row_size(values)
+                            if not row[-1] or size > limits.max_bytes:
+                                truncated_bytes = True  # False: the server held back a row past the byte budget
                             else:
-                                rows.append(tuple(row))
+                                rows.append(values)
+                    del batch
                     if total >= limits.max_rows + limits.count_cap or time.monotonic() > deadline:
                         exact = False
                         break
@@ -105,14 +120,26 @@ class PostgresConnector(Connector):
         except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:
             self._rollback()
             raise ReadOnlyViolation(f"Refused: the database is read-only ({_first_line(exc)}).") from None
+        except (pg_errors.ProgramLimitExceeded, pg_errors.OutOfMemory) as exc:
+            self._rollback()
+            raise ResultTooLarge(f"result too large (limit {human_bytes(limits.max_bytes)}): "
+                                 f"{_first_line(exc)}") from None
         except psycopg.OperationalError as exc:
             self._rollback()
             raise ConnectionFailed(_first_line(exc)) from None
         except psycopg.Error as exc:
             self._rollback()
             raise SQLError(_first_line(exc)) from None
+        finally:
+            WATCHDOG.disarm(token)
         self._rollback()
+        if truncated_bytes and not rows:
+            raise ResultTooLarge(f"result too large (limit {human_bytes(limits.max_bytes)}): "
+                                 "the first row alone is larger")
         return QueryResult(columns, rows, total, exact, truncated_bytes, ms_since(started))
+
+    def _cancel(self) -> None:
+        self._conn.cancel_safe(timeout=2.0)
 
     def _rollback(self) -> None:
         try:
@@ -205,6 +232,49 @@ class PostgresConnector(Connector):
             self._conn.close()
         except psycopg.Error:
             pass
+
+
+_TEXT_TYPES = {25, 1043, 1042, 19}  # text, varchar, bpchar, name: octet_length is their size as sent
+_BYTEA = 17
+_BUDGET_SETTING = "t2s.sent_bytes"  # sent as hex text: two characters a byte
+
+
+def _size_of(name: str, type_oid: int) -> str:
+    # octet_length reads a text or bytea value's size from its header (no copy, even when compressed);
+    # other types are measured in their text form, which is what the server sends.
+    if type_oid in _TEXT_TYPES:
+        return f"coalesce(octet_length({name}), 0)"
+    if type_oid == _BYTEA:
+        return f"coalesce(2 * octet_length({name}) + 2, 0)"
+    return f"coalesce(octet_length({name}::text), 0)"
+
+
+def _bounded(text: str, types: list[int], max_bytes: int) -> str:
+    """The query wrapped so that the server never sends more than about ``max_bytes`` of row data.
+
+    Each row's size is added, in order, to a transaction-local setting (a running sum that,
+    unlike a window function, never spools the rows); a row that is alone larger than the budget,
+    or that would pass it, is sent as NULLs with a false marker (the last column), so it is counted
+    without being transferred (a single 500 MB cell never leaves the server). The marker is
+    dropped before the caller sees the row. Columns are renamed by position (a query may repeat
+    or omit names); OFFSET 0 keeps the planner from merging the levels, so each row's size is
+    computed once and the query's own row order is kept.
+    """
+    budget = int(max_bytes)
+    names = [f"t2s_c{i}" for i in range(len(types))]
+    size = " + ".join([_size_of(f"t2s_q.{n}", t) for n, t in zip(names, types, strict=True)] + ["16"])
+    ok = f"(t2s_s.t2s_len <= {budget} AND t2s_s.t2s_cum <= {budget})"
+    kept = "".join(f"CASE WHEN {ok} THEN t2s_s.{n} END, " for n in names)
+    running = (f"set_config('{_BUDGET_SETTING}', (current_setting('{_BUDGET_SETTING}')::bigint "
+               f"+ least(t2s_l.t2s_len, {budget + 1}))::text, true)::bigint")
+    aliases = f"({', '.join(names)})" if names else ""
+    return (
+        f"SELECT {kept}{ok} FROM ("
+        f"SELECT t2s_l.*, {running} AS t2s_cum FROM ("
+        f"SELECT t2s_q.*, {size} AS t2s_len FROM (\n"
+        f"{text}\n"
+        f") AS t2s_q{aliases} OFFSET 0) AS t2s_l OFFSET 0) AS t2s_s"
+    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,17 +1,22 @@
 """Read-only SQLite connector.
 
+Queries run in a child process (``sandbox.py``, ``_sqlite_child.py``) whose
+memory the operating system caps and which is killed when a query overruns its
+deadline, so one query cannot raise this process by more than its result
+(``Limits.max_bytes``) nor run past its time limit plus half a second.
+
 Writes are stopped by the engine, in layers: the file is opened with
 ``mode=ro``, ``PRAGMA query_only`` is on, and an authorizer denies every
 action that is not a read (writes, ATTACH/DETACH, PRAGMA other than a few
-introspection ones, ``load_extension``). A progress handler interrupts a
-query past its deadline. The sqlglot guard runs first, as an extra layer.
+introspection ones, ``load_extension``). A progress handler and a watchdog
+interrupt a query past its deadline; ``SQLITE_LIMIT_LENGTH`` caps every value.
+The sqlglot guard runs first, as an extra layer.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -25,60 +30,38 @@ from .base import (
     QueryResult,
     QueryTimeout,
     ReadOnlyViolation,
+    ResultTooLarge,
     SchemaInfo,
     SQLError,
     TableInfo,
-    ms_since,
-    row_size,
+    human_bytes,
 )
 from .guard import check_read_only
+from .sandbox import SQLiteSandbox
 from .stats import column_stats
 
-_ALLOWED_ACTIONS = {
-    sqlite3.SQLITE_SELECT,
-    sqlite3.SQLITE_READ,
-    sqlite3.SQLITE_FUNCTION,
-    getattr(sqlite3, "SQLITE_RECURSIVE", 33),
-}
-_INTROSPECTION_PRAGMAS = {"table_info", "table_xinfo", "foreign_key_list", "index_list", "index_info"}
-_DENIED_FUNCTIONS = {"load_extension", "writefile", "readfile", "edit", "fts3_tokenizer"}
-_PROGRESS_STEPS = 5_000
+# An answer from the child is at most the kept rows (max_bytes of Python memory, which marshal
+# writes in fewer bytes) plus column names: anything larger means the child misbehaved.
+_ANSWER_SLACK = 4 * 1024 * 1024
 
 
 class SQLiteConnector(Connector):
     engine = "sqlite"
 
-    def __init__(self, path: str | os.PathLike[str], *, limits: Limits | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, limits: Limits | None = None,
+                 sandbox: SQLiteSandbox | None = None) -> None:
+        """``sandbox``: share one query process (e.g. one per thread in an evaluation); by default the
+        connector starts its own on first use and stops it on ``close()``."""
         super().__init__(limits=limits)
         self.path = Path(path)
         if not self.path.is_file():
             raise ConnectionFailed(f"SQLite file not found: {self.path}")
-        uri = self.path.resolve().as_uri() + "?mode=ro"
-        try:
-            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA query_only = ON")
-        except sqlite3.Error as exc:
-            raise ConnectionFailed(f"Cannot open {self.path}: {exc}") from exc
-        self._conn.text_factory = _lenient_text
-        self._deadline = float("inf")
-        self._conn.set_authorizer(self._authorize)
-        self._conn.set_progress_handler(self._progress, _PROGRESS_STEPS)
+        self._owns_sandbox = sandbox is None
+        self._sandbox = sandbox or SQLiteSandbox()
 
     @property
     def dialect(self) -> str:
         return "sqlite"
-
-    # --- engine-level guards ------------------------------------------------
-
-    def _authorize(self, action: int, arg1: Any, arg2: Any, db_name: Any, trigger: Any) -> int:
-        if action == sqlite3.SQLITE_FUNCTION:
-            return sqlite3.SQLITE_DENY if str(arg2).lower() in _DENIED_FUNCTIONS else sqlite3.SQLITE_OK
-        if action == sqlite3.SQLITE_PRAGMA:
-            return sqlite3.SQLITE_OK if str(arg1).lower() in _INTROSPECTION_PRAGMAS else sqlite3.SQLITE_DENY
-        return sqlite3.SQLITE_OK if action in _ALLOWED_ACTIONS else sqlite3.SQLITE_DENY
-
-    def _progress(self) -> int:
-        return 1 if time.monotonic() > self._deadline else 0
 
     # --- queries ------------------------------------------------------------
 
@@ -87,46 +70,31 @@ class SQLiteConnector(Connector):
         text = check_read_only(sql, self.dialect)
         return self._run(text, limits)
 
-    def _run(self, text: str, limits: Limits) -> QueryResult:
+    def _run(self, text: str, limits: Limits, params: Any = None) -> QueryResult:
         started = time.monotonic()
-        self._deadline = started + limits.timeout_s
-        rows: list[tuple[Any, ...]] = []
-        size = 0
-        total = 0
-        exact = True
-        truncated_bytes = False
-        try:
-            cursor = self._conn.execute(text)
-            columns = tuple(d[0] for d in cursor.description or ())
-            for row in cursor:
-                total += 1
-                if len(rows) < limits.max_rows and not truncated_bytes:
-                    size += row_size(row)
-                    if size > limits.max_bytes:
-                        truncated_bytes = True
-                    else:
-                        rows.append(tuple(row))
-                elif total >= limits.max_rows + limits.count_cap:
-                    exact = False
-                    break
-        except sqlite3.OperationalError as exc:
-            if "interrupted" in str(exc) and time.monotonic() > self._deadline:
-                if rows or total:
-                    # Counting past the rows we keep ran out of time: keep what we have.
-                    return QueryResult(columns, rows, total, False, truncated_bytes, ms_since(started))
-                raise QueryTimeout(f"Query stopped after {limits.timeout_s:g} s (time limit).") from None
-            raise _translate(exc) from None
-        except sqlite3.DatabaseError as exc:
-            raise _translate(exc) from None
-        except sqlite3.Warning as exc:  # e.g. "You can only execute one statement at a time."
-            raise SQLError(str(exc)) from None
-        finally:
-            self._deadline = float("inf")
-        return QueryResult(columns, rows, total, exact, truncated_bytes, ms_since(started))
+        request = {"path": str(self.path.resolve()), "sql": text,
+                   "params": None if params is None else tuple(params), "timeout_s": float(limits.timeout_s),
+                   "max_rows": int(limits.max_rows), "max_bytes": int(limits.max_bytes),
+                   "count_cap": int(limits.count_cap)}
+        answer = self._sandbox.request(request, timeout_s=limits.timeout_s,
+                                       max_answer=limits.max_bytes + _ANSWER_SLACK)
+        if answer is None:
+            raise QueryTimeout(f"Query stopped after {limits.timeout_s:g} s (time limit).")
+        if not answer.get("ok"):
+            kind, message = answer.get("kind"), str(answer.get("message") or "query failed")
+            raise _ERRORS.get(kind, SQLError)(message)
+        rows = answer["rows"]
+        if answer["truncated_bytes"] and not rows:
+            raise ResultTooLarge(f"result too large (limit {human_bytes(limits.max_bytes)}): "
+                                 "the first row alone is larger")
+        return QueryResult(tuple(answer["columns"]), [tuple(r) for r in rows], int(answer["total"]),
+                           bool(answer["exact"]), bool(answer["truncated_bytes"]),
+                           (time.monotonic() - started) * 1000)
 
-    def _internal(self, sql: str) -> list[tuple[Any, ...]]:
+    def _internal(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         """Trusted introspection SQL: still read-only (authorizer, query_only), no guard parse."""
-        return self._run(sql, Limits(timeout_s=60, max_rows=10_000, max_bytes=50_000_000, count_cap=0)).rows
+        return self._run(sql, Limits(timeout_s=60, max_rows=10_000, max_bytes=50_000_000, count_cap=0),
+                         params).rows
 
     # --- introspection ------------------------------------------------------
 
@@ -180,17 +148,11 @@ class SQLiteConnector(Connector):
         return hashlib.sha1(f"{self.path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
 
     def close(self) -> None:
-        self._conn.close()
+        if self._owns_sandbox:
+            self._sandbox.close()
 
 
-def _lenient_text(raw: bytes) -> str:
-    # Spider and BIRD files hold some invalid UTF-8; never fail a query over it.
-    return raw.decode("utf-8", errors="replace")
-
-
-def _translate(exc: sqlite3.Error) -> SQLError:
-    message = str(exc)
-    lowered = message.lower()
-    if "not authorized" in lowered or "readonly" in lowered or "read-only" in lowered or "query_only" in lowered:
-        return ReadOnlyViolation(f"Refused: the database is read-only ({message}).")
-    return SQLError(message)
+_ERRORS: dict[Any, type[SQLError]] = {
+    "timeout": QueryTimeout, "readonly": ReadOnlyViolation, "too_large": ResultTooLarge,
+    "connect": ConnectionFailed,
+}

@@ -59,6 +59,16 @@ def column_stats(
     if non_null == 0:
         return ColumnStats(kind="empty", distinct_count=0, null_count=nulls, sampled_rows=sampled)
     kind = type_kind(declared_type)
+    try:
+        return _detail(run, col, source, kind, distinct, nulls, non_null, sampled)
+    except SQLError:
+        # e.g. a cell past the connector's value size limit: keep the counts, skip the samples
+        return ColumnStats(kind=kind if kind != "enum" else "text", distinct_count=distinct, null_count=nulls,
+                           sampled_rows=sampled)
+
+
+def _detail(run: Runner, col: str, source: str, kind: str, distinct: int, nulls: int, non_null: int,
+            sampled: int | None) -> ColumnStats:
     repeats = distinct * 2 <= non_null  # an enumeration only if values recur
     if kind in ("numeric", "date") and (distinct > ENUM_MAX_DISTINCT or not repeats):
         lo, hi = run(f"SELECT MIN({col}), MAX({col}) FROM {source}")[0]

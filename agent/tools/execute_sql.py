@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.sql import Connector, Limits, QueryResult, SQLError
+from agent.sql.base import human_bytes
 
 from .base import ToolResult
 from .errors import ToolError
@@ -33,7 +34,7 @@ def _cell(value: object) -> str:
     return sql_literal(value)
 
 
-def format_result(result: QueryResult, show_rows: int = DEFAULT_SHOW_ROWS) -> str:
+def format_result(result: QueryResult, show_rows: int = DEFAULT_SHOW_ROWS, max_bytes: int | None = None) -> str:
     lines = [" | ".join(result.columns)]
     shown = result.rows[:show_rows]
     lines.extend(" | ".join(_cell(v) for v in row) for row in shown)
@@ -42,9 +43,12 @@ def format_result(result: QueryResult, show_rows: int = DEFAULT_SHOW_ROWS) -> st
     hidden = result.total_rows - len(shown)
     if hidden > 0:
         total = f"{result.total_rows}" if result.total_is_exact else f"more than {result.total_rows}"
-        lines.append(f"... and {hidden}{'' if result.total_is_exact else '+'} more rows ({total} in total)")
+        lines.append(f"... and {hidden}{'' if result.total_is_exact else '+'} more rows ({total} in total)"
+                     + (f"; result too large, limit {human_bytes(max_bytes)}" if result.truncated_bytes and max_bytes
+                        else ""))
     elif result.truncated_bytes:
-        lines.append("... more rows not shown (result too large)")
+        limit = f", limit {human_bytes(max_bytes)}" if max_bytes else ""
+        lines.append(f"... more rows not shown (result too large{limit})")
     return "\n".join(lines)
 
 
@@ -58,12 +62,13 @@ def run_query(connector: Connector, sql: object, *, limits: Limits | None = None
         result = connector.execute(text, limits=limits)
     except SQLError as exc:
         return ToolOutput((show_rows, str(exc)), ok=False, sql=text)
-    return ToolOutput((show_rows, result), sql=text, result=result)
+    cap = (limits or connector.limits).max_bytes
+    return ToolOutput((show_rows, result, cap), sql=text, result=result)
 
 
 def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
-    show_rows, found = output.data
-    return format_result(found, show_rows) if isinstance(found, QueryResult) else f"Error: {found}"
+    show_rows, found, *cap = output.data
+    return format_result(found, show_rows, *cap) if isinstance(found, QueryResult) else f"Error: {found}"
 
 
 def execute_sql(connector: Connector, sql: object, *, limits: Limits | None = None,

@@ -26,8 +26,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.sql import Limits, QueryTimeout, SQLError, connect
-from agent.sql.base import Connector
+from agent.sql import Limits, QueryTimeout, ResultTooLarge, SQLError
+from agent.sql.base import Connector, human_bytes
+from agent.sql.sandbox import SQLiteSandbox
+from agent.sql.sqlite import SQLiteConnector
 
 from .compare import (
     bird_results_equal,
@@ -48,7 +50,9 @@ Row = tuple[Any, ...]
 
 DEFAULT_TIMEOUT_S = {"spider": 60.0, "bird": 30.0}  # Spider's nominal TIMEOUT, BIRD's meta_time_out
 DEFAULT_MAX_ROWS = 1_000_000
-DEFAULT_MAX_BYTES = 256_000_000
+# Python memory of one result kept for comparison; with the query process's own bound this keeps one
+# query under 100 MB of growth in the evaluating process (see agent/sql/sqlite.py).
+DEFAULT_MAX_BYTES = 40_000_000
 
 
 # --- database resolution ------------------------------------------------------------
@@ -104,24 +108,30 @@ def run_query(conn: Connector, sql: str, limits: Limits) -> Outcome:
         res = conn.execute(sql, limits=limits)
     except QueryTimeout as exc:
         return Outcome(None, "timeout", str(exc))
+    except ResultTooLarge as exc:
+        return Outcome(None, "too_large", str(exc))
     except SQLError as exc:
         return Outcome(None, "error", str(exc) or type(exc).__name__)
     except Exception as exc:  # noqa: BLE001 - a model's SQL may break the parser (RecursionError, MemoryError...)
         return Outcome(None, "error", f"{type(exc).__name__}: {exc}")
     if res.truncated_bytes or (res.truncated and len(res.rows) >= limits.max_rows):
-        return Outcome(None, "too_large", f"result larger than the evaluation caps ({limits.max_rows} rows, "
-                                          f"{limits.max_bytes} bytes)", res.elapsed_ms)
+        return Outcome(None, "too_large", f"result too large (limit {limits.max_rows} rows, "
+                                          f"{human_bytes(limits.max_bytes)})", res.elapsed_ms)
     if res.truncated:  # the deadline passed while rows were being fetched
         return Outcome(None, "timeout", f"Query stopped after {limits.timeout_s:g} s (time limit).", res.elapsed_ms)
     return Outcome(tuple(res.rows), "ok", "", res.elapsed_ms)
 
 
 class _Connections:
-    """One read-only connector per (thread, file): connectors are not thread-safe."""
+    """One read-only connector per (thread, file): connectors are not thread-safe.
+
+    The connectors of one thread share one query process (``SQLiteSandbox``), whatever the number of files.
+    """
 
     def __init__(self) -> None:
         self._local = threading.local()
         self._all: list[Connector] = []
+        self._sandboxes: list[SQLiteSandbox] = []
         self._lock = threading.Lock()
 
     def get(self, path: str) -> Connector:
@@ -130,7 +140,12 @@ class _Connections:
             conns = self._local.conns = {}
         conn = conns.get(path)
         if conn is None:
-            conn = conns[path] = connect("sqlite", path)
+            sandbox = getattr(self._local, "sandbox", None)
+            if sandbox is None:
+                sandbox = self._local.sandbox = SQLiteSandbox()
+                with self._lock:
+                    self._sandboxes.append(sandbox)
+            conn = conns[path] = SQLiteConnector(path, sandbox=sandbox)
             with self._lock:
                 self._all.append(conn)
         return conn
@@ -140,6 +155,9 @@ class _Connections:
             for conn in self._all:
                 conn.close()
             self._all.clear()
+            for sandbox in self._sandboxes:
+                sandbox.close()
+            self._sandboxes.clear()
 
 
 class GoldCache:
