@@ -19,6 +19,8 @@ from typing import Any
 
 import openai
 
+from agent.textclean import MAX_COMPLETION_CHARS, clean_text
+
 from .pricing import PriceTable
 from .types import Completion, LLMError, Message, MessagesLike
 
@@ -171,6 +173,9 @@ class LLMClient:
                 continue
             # Some servers ignore ``stop``; cut here too so a hallucinated Observation never survives.
             text = cut_at_stop(text, stop_seqs)
+            # A reply is outside text: NUL and lone surrogates replaced, and at most MAX_COMPLETION_CHARS kept
+            # (what the parser reads, what the next prompt repeats and what a turn stores).
+            text = clean_text(text, limit=MAX_COMPLETION_CHARS)
             prompt_tokens, completion_tokens = usage or (0, 0)
             return Completion(
                 text=text,

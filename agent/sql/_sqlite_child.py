@@ -107,10 +107,19 @@ class Watchdog:
 
 
 class Child:
-    def __init__(self) -> None:
+    """Runs requests on read-only connections. ``watchdog``: anything with ``arm(conn, deadline)`` and
+    ``disarm()``; by default a thread of its own (the parent process passes one over its shared watchdog
+    when it runs trusted introspection queries in-process)."""
+
+    def __init__(self, watchdog=None) -> None:
         self.conns: dict[str, sqlite3.Connection] = {}
         self.deadline = float("inf")
-        self.watchdog = Watchdog()
+        self.watchdog = watchdog or Watchdog()
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            conn.close()
+        self.conns.clear()
 
     def _progress(self) -> int:
         return 1 if time.monotonic() > self.deadline else 0
@@ -152,9 +161,11 @@ class Child:
         columns: list[str] = []
         value_cap = ROW_BUDGET
         try:
-            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000_000)
-            ncols = _result_columns(conn, sql, args)
-            value_cap = max(MIN_VALUE_CAP, ROW_BUDGET // max(1, ncols))
+            if req.get("value_cap"):  # the caller knows its result is narrow (trusted introspection SQL)
+                value_cap = int(req["value_cap"])
+            else:
+                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000_000)
+                value_cap = max(MIN_VALUE_CAP, ROW_BUDGET // max(1, _result_columns(conn, sql, args)))
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, value_cap)
             cursor = conn.execute(sql, args)
             columns = [d[0] for d in cursor.description or ()]

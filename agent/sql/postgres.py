@@ -12,6 +12,8 @@ can switch off.
 from __future__ import annotations
 
 import hashlib
+import os
+import socket
 import time
 from typing import Any
 
@@ -41,6 +43,7 @@ from .stats import column_stats
 from .watchdog import WATCHDOG
 
 _FETCH_BATCH = 2000
+HARD_STOP_S = 0.7
 _SYSTEM_SCHEMAS = "('pg_catalog', 'information_schema')"
 
 
@@ -56,6 +59,8 @@ class PostgresConnector(Connector):
         except psycopg.Error as exc:
             raise ConnectionFailed(f"Cannot connect to PostgreSQL: {_first_line(exc)}") from exc
         self._conn.read_only = True
+        self._connect_timeout = connect_timeout
+        self._abandoned = False
         self._names: dict[str, tuple[str, str]] = {}
         self._cursor_seq = 0
 
@@ -79,7 +84,12 @@ class PostgresConnector(Connector):
         self._cursor_seq += 1
         # The watchdog cancels the query at the deadline: statement_timeout alone restarts with every
         # FETCH, so a slow result fetched in batches could otherwise run several limits long.
+        if self._abandoned:
+            self._reconnect()
         token = WATCHDOG.arm(deadline, self._cancel)
+        # A server busy inside one function call (repeat() building 500 MB) honours the cancel only when
+        # the call returns: past the limit + HARD_STOP_S the connection is cut and replaced.
+        hard = WATCHDOG.arm(deadline + HARD_STOP_S, self._abandon)
         try:
             with self._conn.cursor() as setup:
                 ms = max(1, int(limits.timeout_s * 1000))
@@ -124,14 +134,16 @@ class PostgresConnector(Connector):
             self._rollback()
             raise ResultTooLarge(f"result too large (limit {human_bytes(limits.max_bytes)}): "
                                  f"{_first_line(exc)}") from None
-        except psycopg.OperationalError as exc:
-            self._rollback()
-            raise ConnectionFailed(_first_line(exc)) from None
         except psycopg.Error as exc:
+            if self._abandoned:
+                raise QueryTimeout(f"Query stopped after {limits.timeout_s:g} s (time limit).") from None
             self._rollback()
+            if isinstance(exc, psycopg.OperationalError):
+                raise ConnectionFailed(_first_line(exc)) from None
             raise SQLError(_first_line(exc)) from None
         finally:
             WATCHDOG.disarm(token)
+            WATCHDOG.disarm(hard)
         self._rollback()
         if truncated_bytes and not rows:
             raise ResultTooLarge(f"result too large (limit {human_bytes(limits.max_bytes)}): "
@@ -140,6 +152,33 @@ class PostgresConnector(Connector):
 
     def _cancel(self) -> None:
         self._conn.cancel_safe(timeout=2.0)
+
+    def _abandon(self) -> None:
+        """Cut the connection's socket (from the watchdog thread): the blocked read returns at once."""
+        self._abandoned = True
+        try:
+            sock = socket.socket(fileno=os.dup(self._conn.fileno()))
+        except (OSError, psycopg.Error):
+            return
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+    def _reconnect(self) -> None:
+        try:
+            self._conn.close()
+        except psycopg.Error:
+            pass
+        try:
+            self._conn = psycopg.connect(self.dsn, autocommit=False, connect_timeout=self._connect_timeout,
+                                         application_name="t2s-studio-target")
+        except psycopg.Error as exc:
+            raise ConnectionFailed(f"Cannot connect to PostgreSQL: {_first_line(exc)}") from exc
+        self._conn.read_only = True
+        self._abandoned = False
 
     def _rollback(self) -> None:
         try:

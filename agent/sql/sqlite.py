@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
+from ._sqlite_child import Child as _Child
 from .base import (
     ColumnInfo,
     ConnectionFailed,
@@ -39,6 +41,7 @@ from .base import (
 from .guard import check_read_only
 from .sandbox import SQLiteSandbox
 from .stats import column_stats
+from .watchdog import WATCHDOG
 
 # An answer from the child is at most the kept rows (max_bytes of Python memory, which marshal
 # writes in fewer bytes) plus column names: anything larger means the child misbehaved.
@@ -58,6 +61,7 @@ class SQLiteConnector(Connector):
             raise ConnectionFailed(f"SQLite file not found: {self.path}")
         self._owns_sandbox = sandbox is None
         self._sandbox = sandbox or SQLiteSandbox()
+        self._local: _Child | None = None
 
     @property
     def dialect(self) -> str:
@@ -92,9 +96,20 @@ class SQLiteConnector(Connector):
                            (time.monotonic() - started) * 1000)
 
     def _internal(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
-        """Trusted introspection SQL: still read-only (authorizer, query_only), no guard parse."""
-        return self._run(sql, Limits(timeout_s=60, max_rows=10_000, max_bytes=50_000_000, count_cap=0),
-                         params).rows
+        """Trusted introspection SQL (schema, statistics), run in this process: a round trip to the query
+        process per statistic would make introspection several times slower. The SQL is ours, so the
+        functions that escape SQLite's limits are never called; the data is not, so the same engine
+        limits hold (read-only, value size capped, deadline) and the rows kept are capped at 20 MB,
+        each value at 8 MB."""
+        if self._local is None:
+            self._local = _Child(watchdog=_SharedWatchdog())
+        answer = self._local.run({"path": str(self.path.resolve()), "sql": sql,
+                                  "params": None if params is None else tuple(params), "timeout_s": 60.0,
+                                  "max_rows": 10_000, "max_bytes": 20_000_000, "count_cap": 0,
+                                  "value_cap": 8 * 1024 * 1024})
+        if not answer.get("ok"):
+            raise _ERRORS.get(answer.get("kind"), SQLError)(str(answer.get("message") or "query failed"))
+        return [tuple(r) for r in answer["rows"]]
 
     # --- introspection ------------------------------------------------------
 
@@ -150,6 +165,24 @@ class SQLiteConnector(Connector):
     def close(self) -> None:
         if self._owns_sandbox:
             self._sandbox.close()
+        if self._local is not None:
+            self._local.close()
+            self._local = None
+
+
+class _SharedWatchdog:
+    """The process-wide watchdog thread, in the shape ``_sqlite_child.Child`` expects."""
+
+    def __init__(self) -> None:
+        self._token: int | None = None
+
+    def arm(self, conn: sqlite3.Connection, deadline: float) -> None:
+        self._token = WATCHDOG.arm(deadline, conn.interrupt)
+
+    def disarm(self) -> None:
+        if self._token is not None:
+            WATCHDOG.disarm(self._token)
+            self._token = None
 
 
 _ERRORS: dict[Any, type[SQLError]] = {

@@ -27,6 +27,7 @@ from typing import Any
 
 from django.db import transaction
 
+from agent.hygiene import clean_instance
 from agent.models import Database
 from agent.strategies.parsing import ActionParseError, parse_action
 from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
@@ -305,7 +306,7 @@ def _create_exemplar(*, user, database: Database | None, source_database: str, s
         evidence=evidence, final_sql=final_sql, notes=notes, tags=tags, source=source,
         author=user if user is not None and user.is_authenticated else None)
     ExemplarStep.objects.bulk_create(
-        ExemplarStep(exemplar=exemplar, position=i, thought=t, action=a, observation=o)
+        clean_instance(ExemplarStep(exemplar=exemplar, position=i, thought=t, action=a, observation=o))
         for i, (t, a, o) in enumerate(steps))
     services.exemplar_mark_approved_on_import(exemplar=exemplar, user=user, source=source)
     return exemplar

@@ -17,6 +17,7 @@ from django.db.models import Avg, Count, Q
 from django.utils import timezone
 
 from agent import services as agent_services
+from agent.hygiene import clean_instance
 from agent.metrics import f_nc
 from agent.models import Database, Turn
 from agent.services import sessions as session_services
@@ -176,10 +177,10 @@ def run_import_predictions(*, dataset: Dataset, text: str, fmt: str, name: str, 
         run = Run.objects.create(name=name, dataset=dataset, source=Run.Source.IMPORTED, source_file=source_file,
                                  config={"format": fmt}, import_issues=issues, created_by=user)
         RunItem.objects.bulk_create([
-            RunItem(run=run, question=q,
+            clean_instance(RunItem(run=run, question=q,
                     predicted_sql=(by_index[i].sql or "") if i in by_index else "",
                     prediction_note="" if i in by_index and by_index[i].sql is not None
-                    else ("malformed line" if i in by_index else "no prediction"))
+                    else ("malformed line" if i in by_index else "no prediction")))
             for i, q in questions.items()
         ])
         if evaluate_later:
@@ -217,6 +218,7 @@ def run_evaluate(*, run: Run, workers: int = 2) -> Run:
         item.error, item.gold_rows, item.pred_rows, item.pred_ms = r.error[:2000], r.gold_rows, r.pred_rows, r.pred_ms
         item.f_nc = round(f_nc(item.predicted_sql, item.question.gold_sql), 4) if item.predicted_sql else None
         item.f_sc = feedback.get(item.session_id)
+        clean_instance(item)
     RunItem.objects.bulk_update(items, ["eval_status", "ex", "soft_f1", "error", "gold_rows", "pred_rows",
                                         "pred_ms", "f_nc", "f_sc"], batch_size=500)
     run.totals = _aggregate_dict(report.totals)

@@ -228,3 +228,14 @@ def test_postgres_wrapper_keeps_names_types_order_and_duplicates(pg_target):
     assert result.columns == ("id", "id", "body", "x", "n")
     assert [r[0] for r in result.rows] == [100, 99, 98]
     assert str(result.rows[0][3]) == "1.5"
+
+
+@pytest.mark.postgres
+def test_postgres_single_long_function_call_is_cut_at_the_limit(pg_target):
+    # repeat() does not check for cancellation while it builds its value: the connection is cut instead.
+    with connect("postgresql", pg_target, limits=Limits(timeout_s=0.5)) as db:
+        started = time.monotonic()
+        with pytest.raises(QueryTimeout):
+            db._run("SELECT length(repeat(repeat('x', 100000000), 9))", Limits(timeout_s=0.5))
+        assert time.monotonic() - started < 0.5 + 1
+        assert db.execute("SELECT count(*) FROM t").rows == [(100,)]  # a fresh connection

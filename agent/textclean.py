@@ -1,0 +1,52 @@
+"""One hygiene rule for outside text before it is stored: ``clean_text`` (and ``clean_json`` for JSON values).
+
+Text from models, uploads, target databases and people may hold a NUL character
+(PostgreSQL refuses it in text and JSONB: "PostgreSQL text fields cannot contain
+NUL") or lone surrogates (not encodable as UTF-8: psycopg and SQLite's driver
+refuse them). Both become U+FFFD, the replacement character, so what was there
+stays visible and nothing else changes. Optionally a length cap, with a marker
+saying how long the text was.
+
+The Django app applies it to every text and JSON field on save
+(``agent.hygiene``); importers that ``bulk_create`` call it themselves.
+No Django here: the core uses it too (the LLM client caps completions).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+REPLACEMENT = "\ufffd"
+# What an LLM completion may hold once received: enough for any real step, and a 1 MB reply is cut.
+MAX_COMPLETION_CHARS = 100_000
+
+_BAD = re.compile("[\x00\ud800-\udfff]")
+
+
+def clean_text(value: str, *, limit: int | None = None) -> str:
+    """``value`` with NUL and lone surrogates replaced by U+FFFD, cut to ``limit`` characters if given.
+
+    A cut text ends with ``… [cut: N characters in all]`` and stays within ``limit``.
+    """
+    if _BAD.search(value):
+        value = _BAD.sub(REPLACEMENT, value)
+    if limit is not None and len(value) > limit:
+        marker = f"… [cut: {len(value):,} characters in all]"
+        value = value[: max(0, limit - len(marker))] + marker
+    return value
+
+
+def clean_json(value: Any) -> Any:
+    """A JSON-like value with every string (keys included) cleaned; other values unchanged."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(k) if isinstance(k, str) else k: clean_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_json(v) for v in value]
+    return value
+
+
+def is_clean(value: str) -> bool:
+    return _BAD.search(value) is None
