@@ -7,6 +7,9 @@ refuse them). Both become U+FFFD, the replacement character, so what was there
 stays visible and nothing else changes. Optionally a length cap, with a marker
 saying how long the text was.
 
+CSV exports go through ``csv_writer``/``csv_dict_writer`` (``csv_cell``), which also
+neutralise spreadsheet formulas.
+
 The Django app applies it to every text and JSON field on save
 (``agent.hygiene``); importers that ``bulk_create`` call it themselves.
 No Django here: the core uses it too (the LLM client caps completions).
@@ -14,6 +17,7 @@ No Django here: the core uses it too (the LLM client caps completions).
 
 from __future__ import annotations
 
+import csv
 import re
 from typing import Any
 
@@ -50,3 +54,57 @@ def clean_json(value: Any) -> Any:
 
 def is_clean(value: str) -> bool:
     return _BAD.search(value) is None
+
+
+# --- CSV exports ------------------------------------------------------------------------------
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A cell safe to open in a spreadsheet (OWASP "CSV injection"): text starting with ``=``, ``+``,
+    ``-``, ``@``, a tab or a carriage return gets a leading ``'`` so it is shown, never evaluated as a
+    formula. Numbers and other non-text values are unchanged; text is also cleaned (``clean_text``)."""
+    if isinstance(value, str):
+        value = clean_text(value)
+        if value.startswith(_FORMULA_START):
+            return "'" + value
+    return value
+
+
+def csv_writer(stream: Any, **kwargs: Any) -> Any:
+    """``csv.writer`` whose rows go through ``csv_cell``: every CSV export writes through this (or
+    ``csv_dict_writer``)."""
+    return _SafeWriter(csv.writer(stream, **kwargs))
+
+
+def csv_dict_writer(stream: Any, fieldnames: Any, **kwargs: Any) -> Any:
+    """``csv.DictWriter`` whose values go through ``csv_cell``."""
+    return _SafeDictWriter(csv.DictWriter(stream, fieldnames=fieldnames, **kwargs))
+
+
+class _SafeWriter:
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+
+    def writerow(self, row: Any) -> Any:
+        return self._writer.writerow([csv_cell(v) for v in row])
+
+    def writerows(self, rows: Any) -> None:
+        for row in rows:
+            self.writerow(row)
+
+
+class _SafeDictWriter:
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+
+    def writeheader(self) -> Any:
+        return self._writer.writeheader()
+
+    def writerow(self, row: Any) -> Any:
+        return self._writer.writerow({k: csv_cell(v) for k, v in row.items()})
+
+    def writerows(self, rows: Any) -> None:
+        for row in rows:
+            self.writerow(row)

@@ -6,7 +6,6 @@ action is rendered as a message in the partial (status 200 for htmx so it is swa
 
 from __future__ import annotations
 
-import csv
 import difflib
 import io
 import json
@@ -19,6 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from agent.textclean import csv_dict_writer, csv_writer
 from annotations.labels import selectors, services
 from annotations.labels.forms import CorrectedGoldForm, QueueForm
 from annotations.labels.models import Category, Label, Queue, TaxonomyVersion
@@ -293,7 +293,7 @@ def chart_csv(request: HttpRequest, pk: int, chart: str) -> HttpResponse:
     data = _charts(run)
     charts = data["charts"]
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = csv_writer(buffer)
     if chart == "tools" and data["agent"]:
         tools = data["agent"]["tools"]
         writer.writerow(["round", *tools])
@@ -337,7 +337,7 @@ def export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     elif fmt == "csv":
         def lines():
             buffer = io.StringIO()
-            writer = csv.DictWriter(buffer, fieldnames=selectors.EXPORT_FIELDS)
+            writer = csv_dict_writer(buffer, fieldnames=selectors.EXPORT_FIELDS)
             writer.writeheader()
             for r in rows:
                 writer.writerow(r)
