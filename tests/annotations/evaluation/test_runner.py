@@ -108,7 +108,7 @@ def test_exploding_prediction_is_an_error_not_a_prefix(music):
     report = spider([item(0, "SELECT id FROM singer", huge),
                      item(1, "SELECT id FROM singer", "SELECT id FROM singer")], music, max_rows=100)
     assert report.per_question[0].status == Status.PRED_ERROR
-    assert "larger than the evaluation caps" in report.per_question[0].error
+    assert "result too large (limit 100 rows" in report.per_question[0].error
     assert report.per_question[1].ex is True
 
 
