@@ -18,6 +18,7 @@ No Django here: the core uses it too (the LLM client caps completions).
 from __future__ import annotations
 
 import csv
+import json
 import re
 from typing import Any
 
@@ -108,3 +109,35 @@ class _SafeDictWriter:
     def writerows(self, rows: Any) -> None:
         for row in rows:
             self.writerow(row)
+
+
+# --- JSON from outside --------------------------------------------------------------------------
+
+MAX_JSON_DEPTH = 100
+
+
+class JSONTooDeep(ValueError):
+    """Nested deeper than the limit; the message names it."""
+
+
+def json_loads(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` for uploaded or imported text: nesting deeper than ``max_depth`` levels is a
+    ``JSONTooDeep`` error (a ValueError with a clear message), never a RecursionError."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise JSONTooDeep(f"JSON nested deeper than {max_depth} levels (the limit)") from None
+    check_json_depth(value, max_depth=max_depth)
+    return value
+
+
+def check_json_depth(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise ``JSONTooDeep`` when a decoded value nests deeper than ``max_depth`` (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > max_depth:
+                raise JSONTooDeep(f"JSON nested deeper than {max_depth} levels (the limit)")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))

@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from agent.textclean import MAX_JSON_DEPTH, JSONTooDeep, check_json_depth, json_loads
+
 from .records import EvalItem, GoldItem, ParseIssue, Prediction, PredictionSet
 
 BIRD_SEPARATOR = "\t----- bird -----\t"
@@ -89,8 +91,14 @@ def parse_bird_predictions(text: str) -> PredictionSet:
     found: dict[int, Prediction] = {}
     issues: list[ParseIssue] = []
 
+    counted = [0, 1]  # position up to which newlines were counted, and the line there: linear overall
+
     def line_of(pos: int) -> int:
-        return text.count("\n", 0, pos) + 1
+        upto, line = counted
+        if pos < upto:
+            return text.count("\n", 0, pos) + 1
+        counted[:] = [pos, line + text.count("\n", upto, pos)]
+        return counted[1]
 
     pos = _skip_ws(text, 0)
     if not text.startswith("{", pos):
@@ -115,8 +123,12 @@ def parse_bird_predictions(text: str) -> PredictionSet:
             pos = _skip_ws(text, pos + 1)
             value_pos = pos
             value, pos = decoder.raw_decode(text, pos)
-        except ValueError as exc:
-            issues.append(ParseIssue(line_of(start), f"invalid JSON entry ({str(exc).split(':')[0]})"))
+            check_json_depth(value)
+        except (ValueError, RecursionError) as exc:
+            reason = (str(exc) if isinstance(exc, JSONTooDeep) else
+                      f"JSON nested deeper than {MAX_JSON_DEPTH} levels (the limit)" if isinstance(exc, RecursionError)
+                      else str(exc).split(":")[0])
+            issues.append(ParseIssue(line_of(start), f"invalid JSON entry ({reason})"))
             # resynchronise on the next line: entries are usually one per line
             nxt = text.find("\n", start)
             if nxt < 0:
@@ -166,7 +178,7 @@ def load_spider_gold_sql(path: str | Path) -> list[GoldItem]:
 
 def load_spider_dev(path: str | Path) -> list[GoldItem]:
     """Spider's ``dev.json`` (question, query, db_id per entry)."""
-    data = json.loads(_read(path))
+    data = json_loads(_read(path))
     return [GoldItem(index=i, db_id=e["db_id"], sql=e["query"].strip(), question=e.get("question", ""))
             for i, e in enumerate(data)]
 
@@ -176,9 +188,9 @@ def load_bird_dev(path: str | Path) -> list[GoldItem]:
     text = _read(path)
     stripped = text.lstrip()
     if stripped.startswith("["):
-        entries = json.loads(text)
+        entries = json_loads(text)
     else:
-        entries = [json.loads(line) for line in text.splitlines() if line.strip()]
+        entries = [json_loads(line) for line in text.splitlines() if line.strip()]
     items = []
     for i, e in enumerate(entries):
         sql = e.get("SQL", e.get("query", ""))

@@ -30,6 +30,7 @@ from django.db import transaction
 from agent.hygiene import clean_instance
 from agent.models import Database
 from agent.strategies.parsing import ActionParseError, parse_action
+from agent.textclean import JSONTooDeep, json_loads
 from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
 
 from . import selectors, services
@@ -90,7 +91,9 @@ def _json_header(lines: list[str], start: int, path: str) -> tuple[dict[str, Any
         if not candidate.endswith("}"):
             continue
         try:
-            value = json.loads(candidate)
+            value = json_loads(candidate)
+        except JSONTooDeep as exc:
+            raise ImportProblem([f"{path}:{start + 1}: {exc}."]) from None
         except json.JSONDecodeError:
             continue
         if isinstance(value, dict):
@@ -408,9 +411,11 @@ def import_json(path: Path, *, user=None, name: str | None = None, databases: li
                 ) -> ImportResult:
     """A set exported by ``export_version``: new exemplar rows (approved on import), a new set, version 1."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ImportProblem([f"{path}: cannot read: {exc}"]) from None
+    except JSONTooDeep as exc:
+        raise ImportProblem([f"{path}: {exc}."]) from None
     except json.JSONDecodeError as exc:
         raise ImportProblem([f"{path}:{exc.lineno}: invalid JSON: {exc.msg}"]) from None
     problems = _check_json(data, str(path))
