@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent clean
+.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-limits clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ bench-agent: $(STAMP)
 
 bench-eval: $(STAMP)
 	$(PY) -m benchmarks.eval.bench --repeats 3
+
+# Hostile queries and completions against their memory and time bounds (T2S_BENCH_PG_DSN adds PostgreSQL).
+bench-limits: $(STAMP)
+	$(PY) -m benchmarks.limits.bench $(if $(T2S_BENCH_PG_DSN),--pg $(T2S_BENCH_PG_DSN),)
 
 check-eval: $(STAMP)
 	$(PY) -m benchmarks.eval.check_official

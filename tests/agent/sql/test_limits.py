@@ -164,7 +164,17 @@ def pg_target(pg_database):
     with psycopg.connect(pg_database, autocommit=True) as conn:
         conn.execute("CREATE TABLE t (id integer PRIMARY KEY, body text)")
         conn.execute("INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 100) g")
-    return pg_database
+    yield pg_database
+    # A server still inside a long function call (its client already gone) ends it before noticing;
+    # wait for it so the throwaway database can be dropped.
+    name = pg_database.rsplit("/", 1)[1]
+    with psycopg.connect(pg_database.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:
+        for _ in range(240):
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+            if not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
+                                 (name,)).fetchone()[0]:
+                break
+            time.sleep(0.25)
 
 
 @pytest.mark.postgres
