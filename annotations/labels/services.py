@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from agent.services import open_connector
 from agent.sql import Limits, SQLError
+from agent.textclean import clean_text
 from annotations.labels.models import (
     Category,
     Label,
@@ -146,7 +147,8 @@ def label_toggle(*, item: RunItem, category: Category, user, note: str = "") -> 
 def label_note_set(*, item: RunItem, user, note: str) -> int:
     """Set the note on all of ``user``'s labels of the item; returns how many labels carry it."""
     check_can_label(user=user)
-    return Label.objects.filter(item=item, annotator=user, is_final=False).update(note=note,
+    # update() sends no pre_save signal: clean the text here (NUL would fail on PostgreSQL)
+    return Label.objects.filter(item=item, annotator=user, is_final=False).update(note=clean_text(note),
                                                                                   updated_at=timezone.now())
 
 

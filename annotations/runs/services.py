@@ -25,7 +25,7 @@ from agent.models import Database, Turn
 from agent.services import sessions as session_services
 from agent.services.jobs import enqueue_on_commit
 from agent.strategies import STRATEGIES, create_strategy
-from agent.textclean import JSONTooDeep, json_loads
+from agent.textclean import JSONTooDeep, clean_text, json_loads
 from annotations.conf import annotations_settings
 from annotations.evaluation import (
     EvalItem,
@@ -292,7 +292,8 @@ def run_evaluate(*, run: Run, workers: int = 2) -> Run:
                           workers=workers, cache_dir=annotations_settings.GOLD_CACHE_DIR)
     except Exception as exc:  # the run keeps its predictions; the failure is shown on it
         logger.exception("evaluation of run %s failed", run.pk)
-        Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED, error=f"Evaluation failed: {exc}")
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED,
+                                             error=clean_text(f"Evaluation failed: {exc}"))
         run.refresh_from_db()
         return run
     by_index = {r.index: r for r in report.per_question}

@@ -73,6 +73,10 @@ def test_label_note_and_corrected_gold_with_nul_are_stored(tiny_labelled_item):
     label.save()
     label = Label.objects.get(pk=label.pk)
     assert label.note == CLEAN and "\x00" not in label.corrected_sql
+    from annotations.labels.services import label_note_set
+
+    label_note_set(item=label.item, user=label.annotator, note="note \x00 again")
+    assert Label.objects.get(pk=label.pk).note == f"note {REPLACEMENT} again"
 
 
 @pytest.fixture
