@@ -45,6 +45,7 @@ class LLMParams:
     temperature: float
     top_p: float
     max_tokens: int
+    max_total_tokens: int | None = None  # prompt + completion over the session; checked before each call
 
 
 class TurnLog:
@@ -100,6 +101,7 @@ def ask(
         return stored
     if should_cancel():
         raise Stop(Status.CANCELLED, "Cancelled.")
+    check_token_cap(log, params.max_total_tokens)
     msgs = tuple(messages())
     try:
         completion = llm.complete(msgs, model=params.model, temperature=params.temperature, top_p=params.top_p,
@@ -110,6 +112,14 @@ def ask(
     text = completion.text.strip()
     values = dict(finish(text)) if finish is not None else {}
     return log.record(kind=kind, messages=msgs, completion=text, **_usage(completion), **values)
+
+
+def check_token_cap(log: TurnLog, cap: int | None) -> None:
+    """Stop before an LLM call once the session's tokens (prompt + completion) reached ``cap``."""
+    if cap is not None:
+        used = log.totals().total_tokens
+        if used >= cap:
+            raise Stop(Status.TOKEN_LIMIT, f"Stopped: {used} tokens used, limit {cap}.")
 
 
 def _usage(completion: Completion) -> dict[str, Any]:
@@ -138,15 +148,21 @@ def run_sql(tools: Any, sql: str, *, max_observation_chars: int = 4000) -> dict[
             "error": None if result.ok else first_line(result.observation)}
 
 
-def fetch_rows(tools: Any, table: str, limit: int) -> QueryResult | None:
-    """Up to ``limit`` rows of ``table`` via the ExecuteSQL tool (so test doubles work too); None on failure."""
+SAMPLE = "sample"
+
+
+def sample_rows(log: TurnLog, tools: Any, table: str, limit: int, *, purpose: str) -> QueryResult | None:
+    """Up to ``limit`` rows of ``table``, read through the ExecuteSQL tool and stored as a ``sample`` turn
+    (replayed on resume, so a resumed run builds the same prompt). None when the table cannot be read."""
     engine = getattr(getattr(tools, "schema", None), "engine", "sqlite")
     sql = f"SELECT * FROM {ident(table, engine == 'postgresql')} LIMIT {int(limit)}"
-    try:
-        result = tools.run(EXECUTE_SQL, [sql])
-    except Exception:  # sampling is an aid to the prompt; a table that cannot be read is left out
-        return None
-    return result.result if result.ok else None
+
+    def work() -> dict[str, Any]:
+        values = run_sql(tools, sql)
+        return {**values, "extra": {"table": table, "purpose": purpose}}
+
+    turn = log.step(SAMPLE, work)
+    return turn.result if turn.tool_ok else None
 
 
 def first_line(text: str) -> str:
@@ -332,4 +348,10 @@ class ConfigBase:
 
     @property
     def params(self) -> LLMParams:
-        return LLMParams(self.model, self.temperature, self.top_p, self.max_tokens)  # type: ignore[attr-defined]
+        return LLMParams(self.model, self.temperature, self.top_p, self.max_tokens,  # type: ignore[attr-defined]
+                         getattr(self, "max_total_tokens", None))
+
+    def check_token_cap_value(self) -> None:
+        cap = getattr(self, "max_total_tokens", None)
+        if cap is not None and cap < 1:
+            raise ValueError("max_total_tokens must be positive or None")

@@ -48,6 +48,10 @@ class SessionContext:
     evidence: str | None = None
     exemplars: tuple[Exemplar, ...] = ()
     tool_description: str | None = None  # an exemplar set version's own text, sent instead of ours
+    # The run's example pool (agent.strategies.pool.PoolExample) and this question's key in such a pool,
+    # left out of retrieval (leave-one-out when the pool is the dataset being run).
+    example_pool: tuple[Any, ...] = ()
+    question_key: str | None = None
 
 
 @dataclass(frozen=True)

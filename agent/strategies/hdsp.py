@@ -111,12 +111,14 @@ class HDSPConfig(ConfigBase):
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 2048  # the step-by-step reasoning comes before the query
+    max_total_tokens: int | None = None  # token cap over the session (prompt + completion), None: no cap
     feedback: bool = True
     t_nc: float = DEFAULT_T_NC
     gold_sql: str | None = None
     use_evidence: bool = True  # the paper's "KG": BIRD's evidence in the prompt
 
     def __post_init__(self) -> None:
+        self.check_token_cap_value()
         check_positive(max_tokens=self.max_tokens)
         if not 0.0 <= self.t_nc <= 1.0:
             raise ValueError("t_nc must be between 0 and 1")

@@ -92,6 +92,7 @@ class SCLSQLConfig(ConfigBase):
     temperature: float = 0.1
     top_p: float = 1.0
     max_tokens: int = 1024
+    max_total_tokens: int | None = None  # token cap over the session (prompt + completion), None: no cap
     positives: int = 3  # P0
     alpha: int = 1  # P = P0 - alpha * N, N the number of negatives so far (an integer, as in eq. 3)
     max_loops: int = 3  # L
@@ -105,6 +106,7 @@ class SCLSQLConfig(ConfigBase):
     example_pool: tuple[tuple[str, str], ...] = field(default=())  # (question, sql) pairs
 
     def __post_init__(self) -> None:
+        self.check_token_cap_value()
         check_positive(max_tokens=self.max_tokens, max_loops=self.max_loops, keyword_ngram=self.keyword_ngram,
                        result_rows=self.result_rows)
         if self.positives < 0 or self.keywords < 0 or self.max_value_searches < 0:
