@@ -1,11 +1,13 @@
 """HDSP (papers/hdsp-sql-quality-measurement.txt): human-designed step-by-step prompt + SQL quality feedback.
 
-1. ``answer_type``: the LLM says, from the question alone, what type of answer
-   it expects (a number, a list, ...): the A' of the paper's eq. 3.
+1. ``direct_answer``: the LLM answers the question directly, from the
+   question alone (no SQL, no database): the A' of the paper's eq. 3.
 2. ``generate``: the 8-step prompt (after the paper's Figure 2, in our own
    words); the final query is executed.
-3. ``feedback``: the quality measures of agent/metrics.py
-   (f_nc, f_sc, f_diff, f_sf) for that query; no LLM call.
+3. ``feedback``: the quality measures of agent/metrics.py (f_nc, f_sc,
+   f_diff, f_sf) for that query; no LLM call. f_sc is 1 when
+   R(result) = R(A'), R the type of a value (``answer_text_type`` for A', the
+   result's shape and cell type for the result).
 4. ``extended``: only when f_sf = 1 ("hard"), the question is answered again
    with the 13-step prompt (the paper's five extra steps inserted between
    steps 5 and 6); its query is the answer when it runs, else the first one.
@@ -21,6 +23,7 @@ Where this implementation departs from the paper, and why: ``SUBSTITUTIONS``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,11 +31,13 @@ from typing import Any
 from agent.llm import ChatModel, Message
 from agent.metrics import (
     DEFAULT_T_NC,
-    answer_type,
-    measure_quality,
+    column_bucket,
+    f_nc,
+    f_sf,
     mentioned_columns,
     result_type,
     sql_columns,
+    value_type,
 )
 from agent.sql import SchemaInfo
 from agent.tools.base import ToolRunner
@@ -53,19 +58,33 @@ from ._common import (
 )
 from .base import OnTurn, Outcome, SessionContext, ShouldCancel, Status, TurnRecord, never_cancel
 
-SUBSTITUTIONS: str = (
-    "HDSP compares the type of the predicted query's result with the type of an answer ChatGPT gives "
-    "directly to the question; here the LLM is asked for the expected answer type itself (number, text, "
-    "date, yes/no, list, record, table) and the result is typed by its shape and values. The paper gives no "
-    "value for the threshold t_nc; 0.8 is our default. Its difficulty buckets count the columns involved; "
-    "with a gold query we count the gold query's columns, and in live use (no gold query, so no f_nc) the "
-    "columns of the step-by-step answer's schema linking, and a question is hard when its result type is "
-    "wrong or it involves six or more columns. The paper's models were fine-tuned on Text-to-SQL data; here "
-    "the prompt runs on whatever model the endpoint serves. The fourth extra step (security) is phrased for a "
-    "generated read-only query: one SELECT, correctly quoted literals, nothing that changes data."
-)
+FIDELITY: dict[str, tuple[str, ...]] = {
+    "as_in_paper": (
+        "The 8-step prompt of Figure 2 (our wording of each step), and the 5 extra steps inserted between "
+        "steps 5 and 6 when f_sf = 1.",
+        "A' is the model's direct answer to the question; f_sc (eq. 3) is 1 when the type of the executed "
+        "result equals the type of A'.",
+        "f_nc (eq. 2): 1 - Levenshtein / max length over normalised SQL, against the gold SQL passed in "
+        "benchmark runs; f_diff (eq. 4) buckets of <= 5, 6-9, >= 10 columns; f_sf (eq. 5).",
+    ),
+    "differs": (
+        "t_nc is not given by the paper: 0.8 is our default ('t_nc').",
+        "R(.), the type check, is ours: number, text, date, boolean, list, record, table or empty, from a "
+        "result's shape and cell values and from the answer text's form (answer_text_type).",
+        "f_Norm is ours: case, whitespace, identifier quotes and aliases removed (quality.normalize_sql).",
+        "Which query's columns make N_col is open: the gold query's by default ('n_col_from': gold or "
+        "prediction); without a gold query, the columns named in the step-by-step answer and its query.",
+        "f_diff for f_nc >= t_nc is undefined in eq. 4; it is 0 here (f_sf then depends on f_sc alone, as "
+        "eq. 5 says). Without a gold query f_nc is undefined: a question is hard when f_sc = 0 or f_diff > 0.",
+        "The direct answer prompt shows the question only (as the paper describes); 'direct_answer_schema' "
+        "adds the schema.",
+        "The paper's models were fine-tuned on Text-to-SQL data; here the prompt runs on whatever model the "
+        "endpoint serves. The fourth extra step (security) is phrased for a generated read-only query.",
+    ),
+}
+SUBSTITUTIONS: str = " ".join(FIDELITY["differs"])
 
-ANSWER_TYPE = "answer_type"
+DIRECT_ANSWER = "direct_answer"
 GENERATE = "generate"
 FEEDBACK = "feedback"
 EXTENDED = "extended"
@@ -95,13 +114,6 @@ EXTRA_STEPS: tuple[str, ...] = (
 # The paper inserts the five extra steps between step 5 (aggregation) and step 6 (ordering).
 EXTENDED_STEPS: tuple[str, ...] = BASIC_STEPS[:5] + EXTRA_STEPS + BASIC_STEPS[5:]
 
-_TYPE_HELP = (
-    "number (one number, e.g. a count, a sum or an average), text (one name or word), date (one date or "
-    "time), boolean (yes or no), list (several values of one kind, e.g. several names), record (several "
-    "attributes of one thing), table (several attributes for each of several things)"
-)
-
-
 @dataclass(frozen=True)
 class HDSPConfig(ConfigBase):
     """``feedback`` False runs the 8-step prompt alone. ``gold_sql`` is set per question by benchmark
@@ -113,7 +125,9 @@ class HDSPConfig(ConfigBase):
     max_tokens: int = 2048  # the step-by-step reasoning comes before the query
     max_total_tokens: int | None = None  # token cap over the session (prompt + completion), None: no cap
     feedback: bool = True
-    t_nc: float = DEFAULT_T_NC
+    t_nc: float = DEFAULT_T_NC  # the paper gives no value: ours
+    n_col_from: str = "gold"  # N_col counts the columns of the gold query ("gold") or of the prediction
+    direct_answer_schema: bool = False  # show the schema to the direct-answer call (the paper: question only)
     gold_sql: str | None = None
     use_evidence: bool = True  # the paper's "KG": BIRD's evidence in the prompt
 
@@ -122,12 +136,15 @@ class HDSPConfig(ConfigBase):
         check_positive(max_tokens=self.max_tokens)
         if not 0.0 <= self.t_nc <= 1.0:
             raise ValueError("t_nc must be between 0 and 1")
+        if self.n_col_from not in ("gold", "prediction"):
+            raise ValueError("n_col_from must be 'gold' or 'prediction'")
         if self.gold_sql is not None and not self.gold_sql.strip():
             object.__setattr__(self, "gold_sql", None)
 
 
 class HDSP(PipelineStrategy):
     substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
+    fidelity = FIDELITY
     name = "hdsp"
     config_class = HDSPConfig
     config: HDSPConfig
@@ -147,10 +164,10 @@ class HDSP(PipelineStrategy):
         try:
             expected: str | None = None
             if cfg.feedback:
-                typed = ask(log, ANSWER_TYPE, lambda: self.answer_type_messages(ctx), llm=llm, params=cfg.params,
-                            should_cancel=should_cancel,
-                            finish=lambda text: {"extra": {"expected_type": answer_type(text)}})
-                expected = typed.extra.get("expected_type")
+                direct = ask(log, DIRECT_ANSWER, lambda: self.direct_answer_messages(ctx), llm=llm,
+                             params=cfg.params, should_cancel=should_cancel,
+                             finish=lambda text: {"extra": {"answer_type": answer_text_type(text)}})
+                expected = direct.extra.get("answer_type")
             first = ask(log, GENERATE, lambda: self.step_messages(ctx, BASIC_STEPS), llm=llm, params=cfg.params,
                         should_cancel=should_cancel, finish=self._finish(tools, "basic"))
             if cfg.feedback:
@@ -168,13 +185,14 @@ class HDSP(PipelineStrategy):
 
     # --- prompts ----------------------------------------------------------------------
 
-    def answer_type_messages(self, ctx: SessionContext) -> list[Message]:
-        system = ("You predict what kind of answer a question about a database expects, from the question "
-                  "alone. Do not write SQL.")
-        user = (question_text(ctx, ctx.question, use_evidence=self.config.use_evidence)
-                + f"\nWhich type of answer does the question expect? The types are: {_TYPE_HELP}.\n"
-                "Reply with one line: Type: <type>")
-        return [Message("system", system), Message("user", user)]
+    def direct_answer_messages(self, ctx: SessionContext) -> list[Message]:
+        """A': the model answers the question itself, directly (no SQL)."""
+        parts = []
+        if self.config.direct_answer_schema:
+            parts.append("Database schema:\n" + create_table_text(ctx.schema) + "\n")
+        parts.append(question_text(ctx, ctx.question, use_evidence=self.config.use_evidence))
+        parts.append("Answer the question directly. Reply with the answer only: a value, or the values one a line.")
+        return [Message("user", "\n".join(parts))]
 
     def step_messages(self, ctx: SessionContext, steps: Sequence[str]) -> list[Message]:
         dia = dialect(ctx.schema)
@@ -208,22 +226,60 @@ class HDSP(PipelineStrategy):
             predicted: str | None = result_type(turn.result.columns, turn.result.rows)
         else:
             predicted = None  # no result to type: the semantic comparison fails
-        if cfg.gold_sql:
+        if cfg.gold_sql and cfg.n_col_from == "gold":
             n_col = len(sql_columns(cfg.gold_sql, engine))
             source = "gold"
+        elif turn.sql and cfg.n_col_from == "prediction":
+            n_col = len(sql_columns(turn.sql, engine))
+            source = "prediction"
         else:
             names = {c.name for c in schema.columns}
             linked = mentioned_columns(turn.completion or "", names) | (
                 sql_columns(turn.sql, engine) & {n.lower() for n in names} if turn.sql else set())
             n_col = len(linked)
             source = "schema_linking"
-        quality = measure_quality(pred_sql=turn.sql, gold_sql=cfg.gold_sql, predicted_type=predicted,
-                                  expected_type=expected, n_col=n_col, t_nc=cfg.t_nc, dialect=engine)
-        verdict = "hard: answering again with the extended prompt" if quality.f_sf else "not hard: answer kept"
-        nc = "n/a (no gold SQL)" if quality.f_nc is None else f"{quality.f_nc:.3f}"
-        observation = (f"f_nc={nc}, f_sc={quality.f_sc} (result {predicted}, expected {expected}), "
-                       f"f_diff={quality.f_diff} ({n_col} columns, from {source}), f_sf={quality.f_sf}: {verdict}")
-        return {"observation": observation, "extra": {**quality.to_dict(), "n_col_source": source}}
+        nc = f_nc(turn.sql or "", cfg.gold_sql, engine) if cfg.gold_sql else None
+        sc = int(predicted is not None and expected is not None and predicted == expected)  # eq. 3
+        diff = 0 if nc is not None and nc >= cfg.t_nc else column_bucket(n_col)  # eq. 4 (0 where undefined)
+        sf = f_sf(nc, sc, diff, cfg.t_nc)
+        verdict = "hard: answering again with the extended prompt" if sf else "not hard: answer kept"
+        shown = "n/a (no gold SQL)" if nc is None else f"{nc:.3f}"
+        observation = (f"f_nc={shown} (t_nc={cfg.t_nc}), f_sc={sc} (R(result)={predicted}, R(A')={expected}), "
+                       f"f_diff={diff} ({n_col} columns, from {source}), f_sf={sf}: {verdict}")
+        return {"observation": observation, "extra": {
+            "f_nc": nc, "f_sc": sc, "f_diff": diff, "f_sf": sf, "n_col": n_col, "predicted_type": predicted,
+            "expected_type": expected, "t_nc": cfg.t_nc, "n_col_source": source}}
+
+
+_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?\s*%?$", re.IGNORECASE)
+_PAIR = re.compile(r"^[^:]{1,60}:\s*\S")
+
+
+def answer_text_type(text: str) -> str:
+    """R(A'): the type of a direct answer, in the labels ``result_type`` gives a query result.
+
+    Several values (one a line, or separated by commas or semicolons) are a ``list``, several
+    ``name: value`` lines a ``record``; one value is a ``number`` (also 1,234 or 12%), a ``boolean`` (yes,
+    no, true, false), a ``date`` or ``text``; nothing is ``empty``.
+    """
+    body = re.sub(r"^\s*(?:the\s+)?answer\s*(?:is)?\s*[:\-]?\s*", "", text.strip(), flags=re.IGNORECASE)
+    body = body.strip().strip("`").strip()
+    lines = [re.sub(r"^(?:[-*\u2022]|\d+[.)])\s+", "", line.strip()) for line in body.splitlines() if line.strip()]
+    if not lines:
+        return "empty"
+    if len(lines) > 1:
+        return "record" if all(_PAIR.match(line) for line in lines) else "list"
+    value = lines[0].rstrip(".").strip().strip("\"'")
+    if not _THOUSANDS.match(value) and re.search(r"[,;]", value):
+        parts = [p for p in re.split(r"[,;]", value) if p.strip()]
+        if len(parts) > 1:
+            return "list"
+    if value.lower() in ("yes", "no", "true", "false"):
+        return "boolean"
+    if _THOUSANDS.match(value) or _NUMBER.match(value):
+        return "number"
+    return value_type(value)
 
 
 def _final(turns: Sequence[TurnRecord]) -> TurnRecord | None:

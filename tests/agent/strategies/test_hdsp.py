@@ -9,7 +9,15 @@ import pytest
 
 from agent.llm import LLMClient, LLMSettings
 from agent.strategies import STRATEGIES, SessionContext, Status, TurnRecord, create_strategy
-from agent.strategies.hdsp import BASIC_STEPS, EXTENDED_STEPS, EXTRA_STEPS, HDSP, SUBSTITUTIONS, HDSPConfig
+from agent.strategies.hdsp import (
+    BASIC_STEPS,
+    EXTENDED_STEPS,
+    EXTRA_STEPS,
+    HDSP,
+    SUBSTITUTIONS,
+    HDSPConfig,
+    answer_text_type,
+)
 from tests.support.replay_server import ReplayServer
 
 from .tool_double import ToolDouble
@@ -48,14 +56,16 @@ def run(server: ReplayServer, tools: ToolDouble, *, config: HDSPConfig | None = 
 
 
 def test_matching_answer_type_keeps_the_eight_step_answer(tools: ToolDouble) -> None:
-    with ReplayServer(["Type: number", answer(COUNT_SQL)]) as server:
+    with ReplayServer(["2", answer(COUNT_SQL)]) as server:
         outcome, turns = run(server, tools)
         requests = server.chat_requests()
 
-    assert [t.kind for t in turns] == ["answer_type", "generate", "feedback"]
-    assert turns[0].extra == {"expected_type": "number"}
-    # The answer type is asked from the question alone: no schema in that prompt.
-    assert "CREATE TABLE" not in requests[0].messages[1]["content"]
+    assert [t.kind for t in turns] == ["direct_answer", "generate", "feedback"]
+    assert turns[0].extra == {"answer_type": "number"} and turns[0].completion == "2"
+    # A' is the model's direct answer to the question alone: no schema, no SQL asked for.
+    direct = requests[0].messages
+    assert len(direct) == 1 and direct[0]["content"].startswith(f"Question: {QUESTION}\nAnswer the question directly.")
+    assert "CREATE TABLE" not in direct[0]["content"]
     system = requests[1].messages[0]["content"]
     assert f"Step 8: {BASIC_STEPS[7]}" in system and "Step 9" not in system
     assert "CREATE TABLE singer (" in requests[1].messages[1]["content"]
@@ -70,11 +80,12 @@ def test_matching_answer_type_keeps_the_eight_step_answer(tools: ToolDouble) -> 
 
 
 def test_wrong_answer_type_triggers_the_extended_prompt(tools: ToolDouble) -> None:
-    with ReplayServer(["Type: table", answer(COUNT_SQL), answer(YEARS_SQL)]) as server:
+    with ReplayServer(["Adele\nUK\n2016", answer(COUNT_SQL), answer(YEARS_SQL)]) as server:
         outcome, turns = run(server, tools)
         requests = server.chat_requests()
 
-    assert [t.kind for t in turns] == ["answer_type", "generate", "feedback", "extended"]
+    assert [t.kind for t in turns] == ["direct_answer", "generate", "feedback", "extended"]
+    assert turns[2].extra["expected_type"] == "list" and turns[2].extra["predicted_type"] == "number"
     assert turns[2].extra["f_sc"] == 0 and turns[2].extra["f_sf"] == 1
     system = requests[2].messages[0]["content"]
     # The five extra steps sit between step 5 (aggregation) and the old step 6 (ordering).
@@ -88,7 +99,7 @@ def test_wrong_answer_type_triggers_the_extended_prompt(tools: ToolDouble) -> No
 
 def test_gold_sql_far_from_the_prediction_on_a_wide_question_is_hard(tools: ToolDouble) -> None:
     config = HDSPConfig(gold_sql=WIDE_GOLD)
-    with ReplayServer(["Type: number", answer(COUNT_SQL), answer(YEARS_SQL)]) as server:
+    with ReplayServer(["2", answer(COUNT_SQL), answer(YEARS_SQL)]) as server:
         outcome, turns = run(server, tools, config=config)
     feedback = turns[2].extra
     assert feedback["n_col_source"] == "gold" and feedback["n_col"] == 7
@@ -99,21 +110,21 @@ def test_gold_sql_far_from_the_prediction_on_a_wide_question_is_hard(tools: Tool
 def test_gold_sql_close_to_a_correctly_typed_prediction_is_not_hard(tools: ToolDouble) -> None:
     gold = COUNT_SQL.replace("singer.name", "T2.name").replace("JOIN singer ON", "JOIN singer AS T2 ON") \
         .replace("= singer.singer_id", "= T2.singer_id")
-    with ReplayServer(["Type: number", answer(COUNT_SQL)]) as server:
+    with ReplayServer(["2", answer(COUNT_SQL)]) as server:
         outcome, turns = run(server, tools, config=HDSPConfig(gold_sql=gold))
     assert turns[2].extra["f_nc"] == 1.0 and turns[2].extra["f_sf"] == 0
     assert [t.kind for t in turns][-1] == "feedback" and outcome.final_sql == COUNT_SQL
 
 
 def test_close_to_gold_but_wrong_type_is_hard(tools: ToolDouble) -> None:
-    with ReplayServer(["Type: text", answer(COUNT_SQL), answer(YEARS_SQL)]) as server:
+    with ReplayServer(["Adele", answer(COUNT_SQL), answer(YEARS_SQL)]) as server:
         _, turns = run(server, tools, config=HDSPConfig(gold_sql=COUNT_SQL))
     assert turns[2].extra["f_nc"] == 1.0 and turns[2].extra["f_sc"] == 0 and turns[2].extra["f_sf"] == 1
     assert turns[-1].kind == "extended"
 
 
 def test_failing_extended_query_falls_back_to_the_first_answer(tools: ToolDouble) -> None:
-    with ReplayServer(["Type: table", answer(COUNT_SQL), answer("SELECT yr FROM concert")]) as server:
+    with ReplayServer(["Adele\nUK\n2016", answer(COUNT_SQL), answer("SELECT yr FROM concert")]) as server:
         outcome, turns = run(server, tools)
     assert turns[-1].tool_ok is False
     assert outcome.status == Status.ANSWERED and outcome.final_sql == COUNT_SQL
@@ -126,7 +137,7 @@ def test_without_feedback_only_the_eight_step_prompt_runs(tools: ToolDouble) -> 
 
 
 def test_resume_after_the_feedback_calls_only_the_extended_prompt(tools: ToolDouble) -> None:
-    with ReplayServer(["Type: table", answer(COUNT_SQL), answer(YEARS_SQL)]) as server:
+    with ReplayServer(["Adele\nUK\n2016", answer(COUNT_SQL), answer(YEARS_SQL)]) as server:
         full, turns = run(server, tools)
     with ReplayServer([answer(YEARS_SQL)]) as server:
         resumed, more = run(server, tools, previous=[stored_copy(t) for t in turns[:3]])
@@ -142,10 +153,32 @@ def test_preview_and_registry() -> None:
     assert HDSPConfig(gold_sql="  ").gold_sql is None
     with pytest.raises(ValueError):
         HDSPConfig(t_nc=1.5)
+    with pytest.raises(ValueError):
+        HDSPConfig(n_col_from="both")
     assert len(EXTENDED_STEPS) == 13 and "t_nc" in SUBSTITUTIONS
+    assert HDSPConfig().t_nc == 0.8 and HDSPConfig().n_col_from == "gold"
 
 
-def test_preview_shows_the_answer_type_prompt_first(tools: ToolDouble) -> None:
+def test_preview_shows_the_direct_answer_prompt_first(tools: ToolDouble) -> None:
     ctx = SessionContext(question=QUESTION, schema=tools.schema)
     messages = HDSP().preview_messages(ctx)
-    assert messages[1].content.startswith(f"Question: {QUESTION}") and "Type: <type>" in messages[1].content
+    assert messages[0].content.startswith(f"Question: {QUESTION}") and "directly" in messages[0].content
+    with_schema = HDSP(HDSPConfig(direct_answer_schema=True)).preview_messages(ctx)
+    assert "CREATE TABLE singer" in with_schema[0].content
+
+
+def test_n_col_can_count_the_predictions_columns(tools: ToolDouble) -> None:
+    with ReplayServer(["2", answer(COUNT_SQL), answer(YEARS_SQL)]) as server:
+        _, turns = run(server, tools, config=HDSPConfig(gold_sql=WIDE_GOLD, n_col_from="prediction"))
+    feedback = turns[2].extra
+    assert feedback["n_col_source"] == "prediction" and feedback["n_col"] == 2 and feedback["f_diff"] == 0
+    assert feedback["f_sf"] == 0 and turns[-1].kind == "feedback"
+
+
+@pytest.mark.parametrize(("text", "label"), [
+    ("3", "number"), ("1,234", "number"), ("12.5%", "number"), ("The answer is 4.", "number"),
+    ("Adele", "text"), ("Adele, Sting", "list"), ("- Adele\n- Sting", "list"), ("name: Adele\nage: 30", "record"),
+    ("Yes", "boolean"), ("2019-01-02", "date"), ("", "empty"),
+])
+def test_answer_text_type(text: str, label: str) -> None:
+    assert answer_text_type(text) == label
