@@ -9,6 +9,7 @@ import pytest
 
 from agent.llm import LLMClient, LLMSettings
 from agent.strategies import STRATEGIES, Exemplar, SessionContext, Status, TurnRecord, create_strategy
+from agent.strategies.pool import PoolExample
 from agent.strategies.scl_sql import (
     MASK,
     SCLSQL,
@@ -51,11 +52,17 @@ def client_for(server: ReplayServer) -> LLMClient:
                                  backoff_base_s=0.001, backoff_max_s=0.005, max_retries=0))
 
 
+POOL_EXAMPLES = tuple(PoolExample(f"d:{i}", q, s) for i, (q, s) in enumerate(POOL))
+TOOLS = SCLSQLConfig(schema_linking="tools")
+
+
 def run(server: ReplayServer, tools: ToolDouble, *, config: SCLSQLConfig | None = None,
-        previous: Sequence[TurnRecord] = (), exemplars: tuple[Exemplar, ...] = ()):
+        previous: Sequence[TurnRecord] = (), exemplars: tuple[Exemplar, ...] = (),
+        pool: Sequence[PoolExample] = POOL_EXAMPLES, question_key: str | None = None):
     stored: list[TurnRecord] = []
-    ctx = SessionContext(question=QUESTION, schema=tools.schema, exemplars=exemplars)
-    outcome = SCLSQL(config or SCLSQLConfig(example_pool=POOL)).run(
+    ctx = SessionContext(question=QUESTION, schema=tools.schema, exemplars=exemplars, example_pool=tuple(pool),
+                         question_key=question_key)
+    outcome = SCLSQL(config or TOOLS).run(
         ctx, tools=tools, llm=client_for(server), on_turn=stored.append, previous_turns=previous)
     return outcome, stored
 
@@ -122,7 +129,7 @@ def test_loop_carries_negatives_decays_positives_and_votes(tools: ToolDouble) ->
 
 def test_empty_pool_is_said_and_a_single_passing_candidate_needs_no_vote(tools: ToolDouble) -> None:
     with ReplayServer([sql_block(GOOD_SQL), "Yes"]) as server:
-        outcome, turns = run(server, tools, config=SCLSQLConfig())
+        outcome, turns = run(server, tools, pool=())
         requests = server.chat_requests()
     retrieve = next(t for t in turns if t.kind == "retrieve")
     assert retrieve.observation == "The example pool is empty: no positive examples."
@@ -135,7 +142,8 @@ def test_session_exemplars_join_the_pool(tools: ToolDouble) -> None:
     exemplar = Exemplar(schema_text="", question="How many concerts did Sting give in 2019?", evidence=None,
                         steps=(), final_sql="SELECT 1")
     with ReplayServer([sql_block(GOOD_SQL), "Yes"]) as server:
-        _, turns = run(server, tools, config=SCLSQLConfig(positives=1), exemplars=(exemplar,))
+        _, turns = run(server, tools, config=SCLSQLConfig(positives=1, schema_linking="tools"), pool=(),
+                       exemplars=(exemplar,))
     retrieve = next(t for t in turns if t.kind == "retrieve")
     assert retrieve.extra["pool_size"] == 1 and retrieve.extra["positives"][0]["sql"] == "SELECT 1"
 
@@ -171,7 +179,7 @@ def test_unreadable_vote_falls_back_to_the_verified_candidate_and_vote_can_be_of
         outcome, turns = run(server, tools)
     assert turns[-1].extra["fallback"] is True and outcome.final_sql == GOOD_SQL
     with ReplayServer([sql_block(WRONG_SQL), "No. Wrong filter.", sql_block(GOOD_SQL), "No. Not sure."]) as server:
-        outcome, turns = run(server, tools, config=SCLSQLConfig(example_pool=POOL, vote=False, max_loops=2))
+        outcome, turns = run(server, tools, config=SCLSQLConfig(schema_linking="tools", vote=False, max_loops=2))
     assert "vote" not in [t.kind for t in turns] and outcome.final_sql == GOOD_SQL
 
 
@@ -193,18 +201,62 @@ def test_resume_replays_stored_steps_without_calling_the_llm_again(tools: ToolDo
 
 def test_preview_registry_and_config_round_trip(tools: ToolDouble) -> None:
     assert STRATEGIES["scl_sql"] is SCLSQL
-    config = SCLSQLConfig(example_pool=[["q", "s"]], max_loops=2)
-    assert config.example_pool == (("q", "s"),)
+    config = SCLSQLConfig(max_loops=2, schema_linking="tools")
     snapshot = config.to_dict()
-    assert snapshot["example_pool"] == [["q", "s"]]
-    assert create_strategy("scl_sql", snapshot).config == config
+    assert create_strategy("scl_sql", snapshot | {"example_pool": [["q", "s"]]}).config == config
     defaults = SCLSQLConfig()
-    assert (defaults.positives, defaults.max_loops, defaults.alpha, defaults.temperature) == (3, 3, 1, 0.1)
+    assert (defaults.positives, defaults.max_loops, defaults.alpha, defaults.temperature,
+            defaults.schema_linking) == (3, 3, 1, 0.1, "llm")
     with pytest.raises(ValueError):
         SCLSQLConfig(alpha=0.5)
-    ctx = SessionContext(question=QUESTION, schema=tools.schema)
-    messages = SCLSQL(SCLSQLConfig(example_pool=POOL)).preview_messages(ctx)
+    with pytest.raises(ValueError):
+        SCLSQLConfig(schema_linking="magic")
+    ctx = SessionContext(question=QUESTION, schema=tools.schema, example_pool=POOL_EXAMPLES)
+    messages = SCLSQL(TOOLS).preview_messages(ctx)
     assert messages[1].content.count("[valid]") == 3 and "SearchColumn" in SUBSTITUTIONS
+    # With the paper's LLM linking the first call is the linking prompt.
+    first = SCLSQL().preview_messages(ctx)
+    assert first[0].content.startswith("Entities: ") and "CREATE TABLE singer" in first[0].content
+
+
+def test_llm_schema_linking_prunes_the_prompts_schema_and_keeps_join_keys(tools: ToolDouble) -> None:
+    link = "singer.name\nconcert.year\nalbum.title\nsinger.nickname"
+    with ReplayServer([link, sql_block(GOOD_SQL), "Yes"]) as server:
+        outcome, turns = run(server, tools, config=SCLSQLConfig())
+        requests = server.chat_requests()
+    assert [t.kind for t in turns] == ["split", "link", "retrieve", "generate", "verify"]
+    linked = turns[1]
+    assert linked.extra["linked"] == {"singer": ["name"], "concert": ["year"]}
+    assert linked.extra["unknown"] == ["album.title", "singer.nickname"]
+    link_prompt = requests[0].messages[0]["content"]
+    assert link_prompt.startswith("Entities: ") and "Adele" in link_prompt.split("\n")[0]
+    assert "CREATE TABLE grade" in link_prompt and f"Question: {QUESTION}" in link_prompt  # the full schema
+    prompt = requests[1].messages[1]["content"]
+    schema = prompt.split("Database schema:\n")[1].split("\n\n")[0]
+    assert "CREATE TABLE grade" not in schema and "CREATE TABLE enrollment" not in schema
+    assert "CREATE TABLE singer (\n  singer_id INTEGER,\n  name TEXT,\n  PRIMARY KEY (singer_id)\n);" in schema
+    assert "country" not in schema
+    assert "  singer_id INTEGER,\n  year INTEGER" in schema and "REFERENCES singer(singer_id)" in schema
+    assert outcome.final_sql == GOOD_SQL
+
+
+def test_linking_that_names_nothing_keeps_the_full_schema(tools: ToolDouble) -> None:
+    with ReplayServer(["I do not know.", sql_block(GOOD_SQL), "Yes"]) as server:
+        _, turns = run(server, tools, config=SCLSQLConfig())
+        requests = server.chat_requests()
+    assert "full schema is kept" in turns[1].observation
+    assert "CREATE TABLE grade" in requests[1].messages[1]["content"]
+
+
+def test_retrieval_leaves_the_question_itself_out(tools: ToolDouble) -> None:
+    own = PoolExample("d:own", QUESTION, GOOD_SQL)
+    with ReplayServer([sql_block(GOOD_SQL), "Yes"]) as server:
+        _, turns = run(server, tools, pool=(own, *POOL_EXAMPLES), question_key="d:own")
+        requests = server.chat_requests()
+    retrieve = next(t for t in turns if t.kind == "retrieve")
+    assert "d:own" not in [p["key"] for p in retrieve.extra["positives"]]
+    assert retrieve.extra["left_out"] == 1 and retrieve.extra["pool_size"] == 4
+    assert f"[valid] Question: {QUESTION}" not in requests[0].messages[1]["content"]
 
 
 def test_split_question_masks_entities_and_numbers() -> None:
@@ -218,8 +270,8 @@ def test_split_question_masks_entities_and_numbers() -> None:
 def test_rank_examples_by_skeleton_jaccard() -> None:
     _, skeleton = split_question(QUESTION)
     ranked = rank_examples(skeleton, POOL)
-    assert ranked[0][1] == POOL[0][0] and ranked[0][0] == pytest.approx(1.0)
-    assert ranked[-1][1] == POOL[1][0]
+    assert ranked[0][2] == POOL[0][0] and ranked[0][0] == pytest.approx(1.0) and ranked[0][1] == 0
+    assert ranked[-1][2] == POOL[1][0]
     assert jaccard(frozenset({"a", "b"}), frozenset({"b", "c"})) == pytest.approx(1 / 3)
     assert jaccard(frozenset(), frozenset()) == 0.0
     assert skeleton_words("how many [E] in [E] ?") == {"how", "many", "in"}
