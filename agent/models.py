@@ -295,3 +295,25 @@ class Turn(models.Model):
             data[name] = None if value == "" and _RECORD_DEFAULTS[name] is None else value
         data["messages"] = [m.to_dict() for m in messages]
         return TurnRecord.from_dict(data)
+
+class ExamplePool(models.Model):
+    """Question-SQL pairs that retrieving strategies draw examples from (DART-SQL, SCL-SQL).
+
+    Immutable and content-addressed: a run resolves its pool once (a dataset's gold pairs, an exemplar
+    set's final queries, reviewed predictions), stores it here under the digest of its content, and every
+    session of the run refers to it by id, so a thousand sessions do not each copy the pool. Each example
+    is ``{"key", "question", "sql", "db_id"}``; the key names its origin (``dataset:<id>:<index>``, ...)
+    and is what leave-one-out matches.
+    """
+
+    source = models.CharField(max_length=300, help_text="What the pool was built from, e.g. 'dataset spider-dev'.")
+    digest = models.CharField(max_length=64, unique=True)
+    size = models.PositiveIntegerField()
+    examples = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.source} ({self.size} examples)"

@@ -9,6 +9,7 @@ urlpatterns = [
     path("sessions/<int:pk>/", views.session_detail, name="session_detail"),
     path("sessions/<int:pk>/cancel/", views.session_cancel, name="session_cancel"),
     path("tools/", views.tool_console, name="tool_console"),
+    path("fidelity/", views.fidelity, name="fidelity"),
     path("databases/", views.database_list, name="database_list"),
     path("databases/register/", views.database_register, name="database_register"),
     path("databases/<str:name>/", views.database_detail, name="database_detail"),

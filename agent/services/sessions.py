@@ -9,12 +9,15 @@ turns without calling the LLM again for them.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -25,8 +28,9 @@ from django.utils import timezone
 
 from agent.conf import agent_settings
 from agent.llm import LLMClient, LLMSettings, Message, PriceTable
-from agent.models import AgentSession, Database, LLMEndpoint, Turn
+from agent.models import AgentSession, Database, ExamplePool, LLMEndpoint, Turn
 from agent.strategies import STRATEGIES, FewShot, SessionContext, TurnRecord, create_strategy
+from agent.strategies.pool import PoolExample
 from agent.tools import IndexMissing
 
 from .databases import toolbox_for
@@ -105,13 +109,16 @@ def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
 def session_create(
     *, database: Database, question: str, evidence: str = "", strategy: str = "interactive_t2s",
     options: Mapping[str, Any] | None = None, user=None, endpoint: LLMEndpoint | None = None,
-    few_shot: FewShot | None = None, enqueue: bool = True,
+    few_shot: FewShot | None = None, enqueue: bool = True, example_pool: ExamplePool | None = None,
+    question_key: str | None = None,
 ) -> AgentSession:
     """Validate, snapshot the configuration, store the session, and queue it after commit.
 
     ``few_shot`` holds the exemplars, resolved by the caller (e.g. from an immutable exemplar set
     version, see ``agent.services.few_shot``); the snapshot keeps them and where they came from, so
     a resumed session prompts with the same ones.
+    ``example_pool`` is what retrieving strategies draw examples from; ``question_key`` is this question's
+    key in such a pool (a run over a dataset sets it), never retrieved (leave-one-out).
     """
     question = (question or "").strip()
     errors: dict[str, list[str]] = {}
@@ -139,7 +146,8 @@ def session_create(
         else:
             config = {"strategy": strategy_obj.config.to_dict(), "llm": llm_snapshot(endpoint),
                       "exemplar_set_version": dict(few_shot.source) if few_shot and few_shot.source else None,
-                      "few_shot": few_shot.to_dict() if few_shot else None}
+                      "few_shot": few_shot.to_dict() if few_shot else None,
+                      "example_pool": example_pool_snapshot(example_pool), "question_key": question_key}
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
@@ -156,6 +164,33 @@ def session_create(
 def _few_shot(config: Mapping[str, Any]) -> FewShot:
     """The snapshot's exemplars and their own tool description (None: the agent's generated one)."""
     return FewShot.from_dict(config.get("few_shot") or {})
+
+
+def example_pool_snapshot(pool: ExamplePool | None) -> dict[str, Any] | None:
+    if pool is None:
+        return None
+    return {"id": pool.pk, "source": pool.source, "size": pool.size, "digest": pool.digest}
+
+
+def example_pool_store(*, source: str, examples: Sequence[PoolExample]) -> ExamplePool:
+    """The stored pool with exactly these examples (content-addressed: the same content is stored once)."""
+    items = [e.to_dict() for e in examples]
+    digest = hashlib.sha256(json.dumps(items, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    pool, _ = ExamplePool.objects.get_or_create(digest=digest, defaults={
+        "source": source[:300], "size": len(items), "examples": items})
+    return pool
+
+
+@functools.lru_cache(maxsize=8)
+def _pool_examples(pool_id: int, digest: str) -> tuple[PoolExample, ...]:
+    """A pool's examples, read once per worker process (pools are immutable; the digest guards the cache)."""
+    pool = ExamplePool.objects.get(pk=pool_id, digest=digest)
+    return tuple(PoolExample.from_dict(e) for e in pool.examples)
+
+
+def _example_pool(config: Mapping[str, Any]) -> tuple[PoolExample, ...]:
+    snapshot = config.get("example_pool")
+    return _pool_examples(int(snapshot["id"]), str(snapshot["digest"])) if snapshot else ()
 
 
 def session_enqueue(*, session: AgentSession) -> None:
@@ -267,7 +302,9 @@ def session_execute(*, session_id: int) -> None:
         llm = llm_client_from_snapshot(session.config["llm"])
         few_shot = _few_shot(session.config)
         ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
-                             exemplars=few_shot.exemplars, tool_description=few_shot.tool_description)
+                             exemplars=few_shot.exemplars, tool_description=few_shot.tool_description,
+                             example_pool=_example_pool(session.config),
+                             question_key=session.config.get("question_key") or None)
         last_messages = list(previous[-1].messages) if previous else []
         deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
 

@@ -1,8 +1,9 @@
 from .databases import database_detail, database_list, database_refresh, database_register, home, table_rows
+from .fidelity import fidelity
 from .sessions import ask, session_cancel, session_detail, session_list
 from .tools import tool_console
 
 __all__ = [
-    "ask", "database_detail", "database_list", "database_refresh", "database_register", "home",
+    "ask", "database_detail", "database_list", "database_refresh", "database_register", "fidelity", "home",
     "session_cancel", "session_detail", "session_list", "table_rows", "tool_console",
 ]

@@ -3,6 +3,7 @@ from django import forms
 from agent.forms import strategy_choices
 from annotations.exemplars.selectors import published_versions
 from annotations.runs.models import Dataset, Run
+from annotations.runs.pools import POOL_HELP
 
 MAX_PREDICTION_BYTES = 20 * 1024 * 1024
 
@@ -48,6 +49,7 @@ class RunLaunchForm(forms.Form):
                                          help_text="Sessions at once; empty: the LLM endpoint's limit.")
     spend_cap = forms.FloatField(min_value=0, required=False, label="Spend cap (USD)",
                                  help_text="Stop starting sessions once the run has cost this much.")
+    pool = forms.CharField(max_length=300, required=False, label="Example pool", help_text=POOL_HELP)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

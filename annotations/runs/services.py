@@ -41,6 +41,7 @@ from annotations.evaluation.runner import suite_files
 from annotations.exemplars.selectors import few_shot_for_version
 from annotations.models import ExemplarSetVersion
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
+from annotations.runs.pools import pool_from_spec, question_key
 
 logger = logging.getLogger(__name__)
 DISPATCH_TASK = "annotations.tasks.dispatch_run"
@@ -347,8 +348,11 @@ RETRYABLE_SESSION = ("failed", "llm_error", "cancelled")
 def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactive_t2s",
                      options: dict | None = None, exemplar_set_version=None, user=None,
                      db_ids: Sequence[str] = (), limit: int | None = None, max_concurrency: int | None = None,
-                     spend_cap: float | None = None) -> Run:
+                     spend_cap: float | None = None, pool: str | None = None) -> Run:
     """A run of one of our strategies over (a sample of) a dataset: one agent session per question.
+
+    ``pool`` (see ``annotations.runs.pools``) is the example pool of retrieving strategies; it is resolved
+    and stored once, recorded in the run's snapshot, and each session leaves its own question out.
 
     Sessions are started by ``run_dispatch`` a few at a time (the endpoint's concurrency limit), so a
     1000-question run does not flood the LLM; a spend cap stops starting new ones once reached.
@@ -365,6 +369,11 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
     questions = list(questions_for(dataset, db_ids=db_ids, limit=limit))
     if not questions:
         raise ValidationError("No question matches this selection.")
+    pool_snapshot = None
+    if pool:
+        source, examples = pool_from_spec(pool)
+        stored = session_services.example_pool_store(source=source, examples=examples)
+        pool_snapshot = {**session_services.example_pool_snapshot(stored), "spec": pool}
     concurrency = max_concurrency or endpoint.max_concurrency or DEFAULT_RUN_CONCURRENCY
     with transaction.atomic():
         run = Run.objects.create(
@@ -372,7 +381,7 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
             created_by=user,
             config={"options": dict(options or {}), "llm": session_services.llm_snapshot(endpoint),
                     "exemplar_set_version": exemplar_set_version.pk if exemplar_set_version else None,
-                    "max_concurrency": concurrency, "spend_cap": spend_cap,
+                    "max_concurrency": concurrency, "spend_cap": spend_cap, "example_pool": pool_snapshot,
                     "sample": {"db_ids": list(db_ids), "limit": limit}})
         RunItem.objects.bulk_create([
             RunItem(run=run, question=q, prediction_note="" if q.database_id else "database not available here")
@@ -415,6 +424,11 @@ def run_dispatch(*, run: Run) -> bool:
         found = ExemplarSetVersion.objects.select_related("exemplar_set").filter(
             pk=run.config["exemplar_set_version"]).first()
         version = few_shot_for_version(found) if found is not None else None
+    example_pool = None
+    if run.config.get("example_pool"):
+        from agent.models import ExamplePool
+
+        example_pool = ExamplePool.objects.get(pk=run.config["example_pool"]["id"])
     # The LLM recorded when the run was launched, not whatever this worker's environment says.
     endpoint = session_services.endpoint_from_snapshot(run.config["llm"])
     # A database still being introspected or indexed (just imported) is waited for, not failed.
@@ -434,7 +448,9 @@ def run_dispatch(*, run: Run) -> bool:
             with transaction.atomic():
                 session = session_services.session_create(
                     database=database, question=item.question.question, evidence=item.question.evidence,
-                    strategy=run.strategy, options=options, few_shot=version, endpoint=endpoint)
+                    strategy=run.strategy, options=options, few_shot=version, endpoint=endpoint,
+                    example_pool=example_pool,
+                    question_key=question_key(item.question) if example_pool is not None else None)
                 # Claim the item; a concurrent dispatcher that got there first wins and this session is dropped.
                 if not RunItem.objects.filter(pk=item.pk, session__isnull=True).update(session=session):
                     transaction.set_rollback(True)

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotations.exemplars.selectors import version_from_spec
 from annotations.runs import selectors, services
 from annotations.runs.models import Dataset, Run
+from annotations.runs.pools import POOL_HELP
 
 
 class Command(BaseCommand):
@@ -20,6 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--exemplars", metavar="SET[:N]")
         parser.add_argument("--concurrency", type=int)
         parser.add_argument("--spend-cap", type=float)
+        parser.add_argument("--pool", metavar="SPEC", help=POOL_HELP)
         parser.add_argument("--resume", type=int, metavar="RUN_ID", help="Resume a run: only missing/failed questions.")
         parser.add_argument("--wait", action="store_true")
 
@@ -42,7 +44,7 @@ class Command(BaseCommand):
                 run = services.run_create_agent(
                     dataset=dataset, name=o["name"] or f"{o['strategy']} on {dataset.name}", strategy=o["strategy"],
                     exemplar_set_version=version, db_ids=o["db"], limit=o["limit"],
-                    max_concurrency=o["concurrency"], spend_cap=o["spend_cap"])
+                    max_concurrency=o["concurrency"], spend_cap=o["spend_cap"], pool=o["pool"])
             except ValidationError as exc:
                 raise CommandError(" ".join(exc.messages)) from None
         self.stdout.write(f"Run #{run.pk} started: {run.items.count()} questions.")
