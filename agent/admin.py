@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from agent import services
-from agent.models import AgentSession, Database, LLMEndpoint, Turn
+from agent.models import AgentSession, Database, ExamplePool, LLMEndpoint, Turn
 
 
 class DatabaseAdminForm(forms.ModelForm):
@@ -75,3 +75,18 @@ class TurnAdmin(admin.ModelAdmin):
     list_display = ("session", "index", "kind", "tool", "tool_ok", "prompt_tokens", "completion_tokens")
     list_filter = ("kind", "tool", "tool_ok")
     raw_id_fields = ("session",)
+
+
+@admin.register(ExamplePool)
+class ExamplePoolAdmin(admin.ModelAdmin):
+    """Pools are content-addressed and shared by the sessions of a run: read-only here."""
+
+    list_display = ("id", "source", "size", "created_at")
+    search_fields = ("source", "digest")
+    readonly_fields = ("source", "digest", "size", "examples", "created_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
