@@ -52,5 +52,16 @@ def session_list(*, database=None, status: str | None = None, since=None, until=
     return qs
 
 
-def session_turns(*, session):
-    return Turn.objects.for_session(session).defer("prompt")
+def session_turns(*, session, with_prompts: bool = False):
+    """The session's turns in order. ``with_prompts``: each turn gets ``full_prompt``, the exact messages its
+    LLM call received (stored turns keep only what they added to the previous turn's prompt)."""
+    if not with_prompts:
+        return Turn.objects.for_session(session).defer("prompt")
+    turns = list(Turn.objects.for_session(session))
+    previous: list = []
+    for turn in turns:
+        messages = previous[: turn.prompt_prefix_len] + list(turn.prompt or [])
+        turn.full_prompt = messages if turn.completion is not None or turn.error and messages else []
+        if messages:
+            previous = messages
+    return turns

@@ -52,7 +52,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 
 def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(AgentSession.objects.select_related("database", "created_by"), pk=pk)
-    context = {"session": session, "turns": selectors.session_turns(session=session)}
+    context = {"session": session, "turns": selectors.session_turns(session=session, with_prompts=True)}
     if request.htmx:
         return render(request, "agent/partials/session_live.html", context)
     return render(request, "agent/session_detail.html", context)
