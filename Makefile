@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-limits clean
+.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-limits bench-strategies clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ eval-tools: $(STAMP)
 
 bench-agent: $(STAMP)
 	$(PY) -m benchmarks.agent.bench
+
+bench-strategies: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider benchmarks/strategy_runs
 
 bench-eval: $(STAMP)
 	$(PY) -m benchmarks.eval.bench --repeats 3

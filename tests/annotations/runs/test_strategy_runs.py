@@ -119,6 +119,12 @@ def test_dart_sql_run_with_its_own_dataset_as_pool_never_retrieves_a_questions_o
         assert f"/* Answer the following: {item.question.question} */\n{item.question.gold_sql}\n" not in prompt
         if item.question.question == "How many singers are there?":
             twins[own] = keys
+    # The session page shows each call's exact prompt, the judge's whole conversation included.
+    session = run.items.first().session
+    page = user_client.get(session.get_absolute_url()).content.decode()
+    assert page.count('class="turn-prompt"') == 4
+    assert "/*Here is the input:*/" in page and "Judge whether the results are correct" in page
+    assert "<strong>assistant</strong>" in page and "<strong>completion</strong>" in page
     # The twin with the same text is a different question: it is retrieved, only the own pair is not.
     (a, keys_a), (b, keys_b) = sorted(twins.items())
     assert b in keys_a and a in keys_b
@@ -151,3 +157,4 @@ def test_scl_sql_run_stores_every_call_and_query(school_dataset, replay_llm, use
         retrieve = Turn.objects.get(session=item.session, kind="retrieve")
         assert question_key(item.question) not in [p["key"] for p in retrieve.extra["positives"]]
     assert server.remaining() == 0
+
