@@ -9,15 +9,15 @@ import sqlite3
 
 import pytest
 
+from agent.metrics import result_type
 from agent.models import AgentSession, LLMEndpoint, Turn
 from agent.strategies.hdsp import answer_text_type
-from annotations.evaluation.quality import result_type
 from annotations.runs import services
 from annotations.runs.models import Run
 from annotations.runs.pools import question_key
 from tests.annotations.runs.test_strategy_runs import check_every_call_and_query_is_stored, drive
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.shared_data]
 
 
 @pytest.mark.parametrize("strategy", ["dart_sql", "scl_sql", "hdsp"])
