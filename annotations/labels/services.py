@@ -93,15 +93,22 @@ def item_other_annotators(*, item: RunItem, user) -> set[int]:
     return labelled | reserved
 
 
-def _check_limit(*, item: RunItem, user) -> None:
+def limit_conflict(*, item: RunItem, user) -> str | None:
+    """Why ``user`` may not label the item now (its per-question annotator limit is reached), or None. Reads only."""
     limit = item_annotator_limit(item=item)
     if limit is None or Label.objects.filter(item=item, annotator=user, is_final=False).exists():
-        return
+        return None
     others = item_other_annotators(item=item, user=user)
     if len(others) >= limit:
-        raise LabelConflict(
-            f"This question is already being labelled by {len(others)} other annotator"
-            f"{'s' if len(others) != 1 else ''} (this queue allows {limit} per question). Take the next one.")
+        return (f"This question is already being labelled by {len(others)} other annotator"
+                f"{'s' if len(others) != 1 else ''} (this queue allows {limit} per question). Take the next one.")
+    return None
+
+
+def _check_limit(*, item: RunItem, user) -> None:
+    message = limit_conflict(item=item, user=user)
+    if message:
+        raise LabelConflict(message)
 
 
 def reservation_take(*, item: RunItem, user, minutes: int = RESERVATION_MINUTES) -> Reservation:
@@ -113,6 +120,15 @@ def reservation_take(*, item: RunItem, user, minutes: int = RESERVATION_MINUTES)
         reservation, _ = Reservation.objects.update_or_create(
             item=item, user=user, defaults={"expires_at": timezone.now() + timedelta(minutes=minutes)})
     return reservation
+
+
+def review_start(*, item: RunItem, user, suggestions: Sequence[Any]) -> None:
+    """The review page's explicit request: hold the question for ``user`` and remember the suggestions shown.
+
+    Raises LabelConflict when the per-question limit is reached (nothing is recorded then).
+    """
+    reservation_take(item=item, user=user)
+    suggestions_record(item=item, user=user, suggestions=suggestions)
 
 
 def reservation_release(*, item: RunItem, user) -> None:

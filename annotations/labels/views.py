@@ -61,16 +61,12 @@ def review(request: HttpRequest, item_id: int) -> HttpResponse:
     item = _item(item_id)
     queue = _queue(request, item)
     version = _version(queue)
-    conflict = ""
-    if request.user.has_perm("annotations.add_label"):
-        try:
-            services.reservation_take(item=item, user=request.user)
-        except services.LabelConflict as exc:
-            conflict = str(exc)
+    # A GET writes nothing: the page takes its reservation (and records the suggestions shown) with a POST
+    # to review_start when it loads; here the conflict is only looked up.
+    can_label = request.user.has_perm("annotations.add_label")
+    conflict = (services.limit_conflict(item=item, user=request.user) or "") if can_label else ""
     results = run_item_with_results(item=item)
     suggested = selectors.item_suggestions(item=item, results=results)
-    if suggested and request.user.has_perm("annotations.add_label") and not conflict:
-        services.suggestions_record(item=item, user=request.user, suggestions=suggested)
     diff_lines = list(difflib.unified_diff(item.question.gold_sql.split(), (item.predicted_sql or "").split(),
                                            "gold", "predicted", lineterm="", n=100))[2:]
     if queue:
@@ -95,6 +91,25 @@ def review(request: HttpRequest, item_id: int) -> HttpResponse:
                            suggested={s.key: s.reason for s in suggested}, error=conflict),
     }
     return render(request, "annotations/labels/review.html", context)
+
+
+@require_POST
+def review_start(request: HttpRequest, item_id: int) -> HttpResponse:
+    """Reserve the question for the reviewer and record the suggestions the page shows (sent by the page on load)."""
+    item = _item(item_id)
+    suggested = selectors.item_suggestions(item=item, results=run_item_with_results(item=item))
+    try:
+        services.review_start(item=item, user=request.user, suggestions=suggested)
+    except services.LabelConflict as exc:
+        return HttpResponse(str(exc), status=409, content_type="text/plain")
+    return HttpResponse(status=204)
+
+
+@require_POST
+def review_leave(request: HttpRequest, item_id: int) -> HttpResponse:
+    """Give the question back when the reviewer moves on (sent by the page before it navigates away)."""
+    services.reservation_release(item=_item(item_id), user=request.user)
+    return HttpResponse(status=204)
 
 
 def _refused(request: HttpRequest, template: str, context: dict, status: int) -> HttpResponse:
@@ -190,8 +205,6 @@ def queue_next(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("labels:queue_list")
     after = request.GET.get("after")
     after_item = RunItem.objects.select_related("question").filter(pk=after).first() if after else None
-    if after_item is not None:
-        services.reservation_release(item=after_item, user=request.user)
     item = selectors.queue_next_item(queue=queue, user=request.user, after=after_item)
     if item is None and after_item is not None:
         item = selectors.queue_next_item(queue=queue, user=request.user)  # wrap around to skipped ones

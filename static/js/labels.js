@@ -28,20 +28,28 @@
     });
   }
 
-  function go(href) {
+  // Moving on: save a pending note, give the question back (its reservation), then navigate.
+  function go(link) {
+    const href = link.href;
+    let chain = Promise.resolve();
     if (note && noteDirty && window.htmx) {
-      window.htmx.ajax("POST", note.getAttribute("hx-post"), {source: note, target: "#note-status", swap: "innerHTML"})
-        .then(function () { window.location.href = href; });
-    } else {
-      window.location.href = href;
+      chain = chain.then(function () {
+        return window.htmx.ajax("POST", note.getAttribute("hx-post"), {source: note, target: "#note-status", swap: "innerHTML"});
+      });
     }
+    if (link.dataset.leave && window.htmx) {
+      chain = chain.then(function () {
+        return window.htmx.ajax("POST", link.dataset.leave, {source: link, swap: "none"});
+      });
+    }
+    chain.catch(function () {}).then(function () { window.location.href = href; });
   }
 
   document.addEventListener("click", function (event) {
     const link = event.target.closest && event.target.closest("#next-link");
     if (link && !event.ctrlKey && !event.metaKey && !event.shiftKey) {
       event.preventDefault();
-      go(link.href);
+      go(link);
     }
   });
 
@@ -72,7 +80,7 @@
       const next = document.getElementById("next-link");
       if (next) {
         event.preventDefault();
-        go(next.href);
+        go(next);
       }
     } else if (event.key === "u") {
       const key = undo.pop();

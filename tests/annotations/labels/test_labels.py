@@ -124,9 +124,13 @@ def test_the_limit_is_shown_as_a_clear_message_on_the_page(annotators, tiny_run,
     it = item(tiny_run, 1)
     client.force_login(alice)
     assert client.get(reverse("labels:review", args=[it.pk])).status_code == 200
+    assert client.post(reverse("labels:review_start", args=[it.pk])).status_code == 204  # the page's POST on load
     client.force_login(bob)
     page = client.get(reverse("labels:review", args=[it.pk]))
     assert b"already being labelled by 1 other annotator" in page.content
+    assert b"review_start" not in page.content and b"/start/" not in page.content
+    refused = client.post(reverse("labels:review_start", args=[it.pk]))
+    assert refused.status_code == 409 and b"already being labelled" in refused.content
     response = client.post(reverse("labels:toggle", args=[it.pk, category("format").pk]), HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and b"already being labelled" in response.content
     assert client.post(reverse("labels:toggle", args=[it.pk, category("format").pk])).status_code == 409
@@ -135,11 +139,19 @@ def test_the_limit_is_shown_as_a_clear_message_on_the_page(annotators, tiny_run,
 
 def test_review_page_shows_results_suggestions_and_records_them(annotators, tiny_run, client):
     client.force_login(annotators[0])
-    page = client.get(reverse("labels:review", args=[item(tiny_run, 2).pk]))
+    it = item(tiny_run, 2)
+    page = client.get(reverse("labels:review", args=[it.pk]))
     html = page.content.decode()
     assert "Names of singers older than 35?" in html and "Selected Column" in html
     assert 'data-suggestion="selected_column"' in html and "diff-row" in html
+    # The GET writes nothing; the page's own POST takes the reservation and records what it showed.
+    assert not SuggestionEvent.objects.exists() and not Reservation.objects.exists()
+    assert reverse("labels:review_start", args=[it.pk]) in html
+    assert client.post(reverse("labels:review_start", args=[it.pk])).status_code == 204
     assert SuggestionEvent.objects.filter(category_key="selected_column").exists()
+    assert Reservation.objects.filter(item=it, user=annotators[0]).exists()
+    assert client.post(reverse("labels:review_leave", args=[it.pk])).status_code == 204
+    assert not Reservation.objects.exists()
     golden_empty = client.get(reverse("labels:review", args=[item(tiny_run, 4).pk])).content.decode()
     assert 'data-suggestion="golden_empty"' in golden_empty
 
