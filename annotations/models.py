@@ -21,9 +21,6 @@ class ExemplarQuerySet(models.QuerySet):
     def approved(self) -> ExemplarQuerySet:
         return self.filter(state=Exemplar.State.APPROVED)
 
-    def awaiting_review(self) -> ExemplarQuerySet:
-        return self.filter(state=Exemplar.State.IN_REVIEW)
-
 
 class Exemplar(models.Model):
     """One hand-made (or promoted, or imported) trajectory: question, steps, final SQL."""

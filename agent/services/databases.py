@@ -94,7 +94,8 @@ def index_dir_for(database: Database) -> Path:
 
 
 def toolbox_for(database: Database, *, connector: Connector | None = None, **options) -> ToolBox:
-    """The agent's tools on one database (the caller closes the connector, ``toolbox.connector``).
+    """The agent's tools on one database; use it as a context manager (``with toolbox_for(db) as tools:``)
+    so its connector is closed.
 
     A target changed since its indexes were built is queued for a rebuild; the
     tools keep answering from the previous build meanwhile.

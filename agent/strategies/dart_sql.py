@@ -29,11 +29,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rank_bm25 import BM25Okapi
-
 from agent.llm import ChatModel, Message
 from agent.sql import QueryResult, SchemaInfo
 from agent.tools.base import ToolRunner
+from agent.tools.column_index import BM25
 from agent.tools.text import ident, sql_literal, stemmed_tokens
 
 from ._common import (
@@ -480,7 +479,8 @@ def select_rows(result: QueryResult, question: str, *, n: int, relevant_fraction
     query = stemmed_tokens(question)
     relevant: list[int] = []
     if wanted and query and any(docs):
-        scores = BM25Okapi(docs).get_scores(query)
+        found = BM25(docs).scores(query)  # the project's one BM25 (SearchColumn's)
+        scores = [found.get(i, 0.0) for i in range(len(rows))]
         order = sorted(range(len(rows)), key=lambda i: (-scores[i], i))
         relevant = [i for i in order[:wanted] if scores[i] > 0]  # a row sharing no word is not "relevant"
     chosen = set(relevant)

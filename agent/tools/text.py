@@ -57,11 +57,6 @@ def stemmed_tokens(text: str) -> list[str]:
     return [stem(t) for t in tokens(text)]
 
 
-def value_tokens(text: str) -> list[str]:
-    """Tokens of a cell or a searched value: folded words, identifiers not split (cells are prose)."""
-    return _WORD.findall(fold(text))
-
-
 def cut(text: str, limit: int = CELL_CHARS) -> str:
     text = " ".join(text.split()) if ("\n" in text or "\t" in text or "\r" in text) else text
     return text if len(text) <= limit else text[: limit - 1] + "…"

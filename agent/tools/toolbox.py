@@ -133,6 +133,16 @@ class ToolBox:
         self._indexes = loaded_indexes(self.index_dir, manifest)
         return self._indexes
 
+    def close(self) -> None:
+        """Close the target's connector (the loaded indexes stay cached for the next ToolBox)."""
+        self.connector.close()
+
+    def __enter__(self) -> ToolBox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def manifest(self) -> IndexManifest:
         return self._indexes.manifest

@@ -16,6 +16,7 @@ rank-bm25 and a LIKE scan of the target.
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 import threading
@@ -33,6 +34,8 @@ from agent.sql import Connector, SchemaInfo, SQLError
 from agent.sql.stats import type_kind
 
 from .text import fold
+
+log = logging.getLogger(__name__)
 
 VALUES_FILE = "values.sqlite"
 MAX_CELL_CHARS = 1000  # longer cells are prose; their head is enough to find them
@@ -118,8 +121,10 @@ def _iter_sqlite(path: Path, by_table: dict[str, list[str]], connector: Connecto
                         for i, v in enumerate(row):
                             if v.__class__ is str:
                                 counters[i][v] += 1
-            except sqlite3.Error:
-                continue  # a broken view or table must not stop the whole build
+            except sqlite3.Error as exc:
+                # A broken view or table must not stop the whole build; its cells are left out, and said so.
+                log.warning("SearchValue index: %s skipped, its rows could not be read: %s", table, exc)
+                continue
             for col, counter in zip(cols, counters, strict=True):
                 for value, n in counter.items():
                     yield table, col, value, n

@@ -26,10 +26,8 @@ def tool_console(request: HttpRequest) -> HttpResponse:
         except (IndexMissing, SQLError) as exc:
             context["error"] = f"The tools are not ready on {database.name}: {exc}"
         else:
-            try:
+            with toolbox:
                 context["outcome"] = toolbox.run(spec.name, args, kwargs)
-            finally:
-                toolbox.connector.close()
         if request.htmx:
             return render(request, "agent/partials/tool_observation.html", context)
     return render(request, "agent/tool_console.html", context)

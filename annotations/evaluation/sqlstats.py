@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sqlglot
@@ -333,11 +333,3 @@ def cell_value_stats(pairs: Iterable[tuple[str, str]], dialect: str = "sqlite") 
             covered += 1
     return CellValueStats(queries, with_values, covered)
 
-
-def hardness_counts(sqls: Sequence[str]) -> dict[str, int]:
-    counts = dict.fromkeys(HARDNESS_LEVELS, 0)
-    for sql in sqls:
-        level = spider_hardness(sql)
-        if level is not None:
-            counts[level] += 1
-    return counts

@@ -151,8 +151,6 @@ def lint_exemplar(exemplar: Exemplar, *, check_drift: bool = True) -> LintReport
     except (IndexMissing, SQLError) as exc:
         return lint_steps(steps, final_sql=exemplar.final_sql, token_estimate=tokens,
                           drift_unavailable=f"The tools of {database.name} are not ready: {exc}")
-    try:
+    with toolbox:
         return lint_steps(steps, final_sql=exemplar.final_sql, runner=toolbox, connector=toolbox.connector,
                           token_estimate=tokens)
-    finally:
-        toolbox.connector.close()

@@ -183,17 +183,15 @@ def step_run(*, step: ExemplarStep, user, toolbox=None) -> ExemplarStep:
     action = parse_action(step.action)
     if action.is_done:
         return step
-    owned = toolbox is None
-    if owned:
+    if toolbox is None:
         try:
-            toolbox = agent_services.toolbox_for(exemplar.database)
+            owned = agent_services.toolbox_for(exemplar.database)
         except (IndexMissing, SQLError) as exc:
             raise ValidationError(f"The tools of {exemplar.database.name} are not ready: {exc}") from None
-    try:
+        with owned:
+            outcome = owned.run(action.name, list(action.args), dict(action.kwargs))
+    else:
         outcome = toolbox.run(action.name, list(action.args), dict(action.kwargs))
-    finally:
-        if owned:
-            toolbox.connector.close()
     with transaction.atomic():
         changed = (step.observation or "").strip() != outcome.observation.strip()
         step.observation, step.ok, step.stale, step.ran_at = outcome.observation, outcome.ok, False, timezone.now()
@@ -216,12 +214,10 @@ def exemplar_rerun_stale(*, exemplar: Exemplar, user) -> int:
         toolbox = agent_services.toolbox_for(exemplar.database)
     except (IndexMissing, SQLError) as exc:
         raise ValidationError(f"The tools are not ready: {exc}") from None
-    try:
+    with toolbox:
         for step in pending:
             step.refresh_from_db()
             step_run(step=step, user=user, toolbox=toolbox)
-    finally:
-        toolbox.connector.close()
     return len(pending)
 
 

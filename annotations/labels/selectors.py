@@ -16,7 +16,6 @@ from annotations.evaluation import DIFFICULTY_ORDER, TABLE_BUCKETS, table_bucket
 from annotations.evaluation.compare import bird_results_equal, spider_order_matters, spider_results_equal
 from annotations.labels import agreement, suggestions
 from annotations.labels.models import (
-    Category,
     Label,
     Queue,
     Reservation,
@@ -374,7 +373,3 @@ def export_rows(*, run: Run):
                "corrected_ok": label.corrected_ok, "corrected_row_count": label.corrected_row_count,
                "corrected_error": label.corrected_error, "created_at": label.created_at.isoformat(),
                "updated_at": label.updated_at.isoformat()}
-
-
-def categories_for(version: TaxonomyVersion) -> list[Category]:
-    return list(version.categories.all())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import Avg, Count, Q, Sum
 
 from agent.services import open_connector
@@ -50,14 +50,22 @@ def run_agent_figures(*, run: Run) -> dict[str, Any] | None:
     return agg
 
 
-@lru_cache(maxsize=32)
 def _value_flags(dataset_id: int, version: str) -> dict[int, tuple[bool, bool]]:
-    flags = {}
-    for index, question, sql in DatasetQuestion.objects.filter(dataset_id=dataset_id).values_list(
-            "index", "question", "gold_sql"):
-        values = constraint_values(sql)
-        folded = question.casefold()
-        flags[index] = (bool(values), bool(values) and all(v.casefold() in folded for v in values))
+    """Per question: (gold compares a column with a string value, every such value named in the question).
+
+    Parsing every gold query takes a moment, so the flags go through Django's cache, keyed by the dataset's
+    last change (``version``): an edited dataset is never served stale flags.
+    """
+    key = f"t2s:value-flags:{dataset_id}:{version}"
+    flags = cache.get(key)
+    if flags is None:
+        flags = {}
+        for index, question, sql in DatasetQuestion.objects.filter(dataset_id=dataset_id).values_list(
+                "index", "question", "gold_sql"):
+            values = constraint_values(sql)
+            folded = question.casefold()
+            flags[index] = (bool(values), bool(values) and all(v.casefold() in folded for v in values))
+        cache.set(key, flags, timeout=24 * 3600)
     return flags
 
 

@@ -32,10 +32,8 @@ class Command(BaseCommand):
             toolbox = services.toolbox_for(db)
         except (IndexMissing, SQLError) as exc:
             raise CommandError(f"The tools are not ready on {db.name}: {exc}") from None
-        try:
+        with toolbox:
             outcome = toolbox.run(call.name, call.args, call.kwargs)
-        finally:
-            toolbox.connector.close()
         self.stdout.write(outcome.observation)
         if not outcome.ok:
             sys.exit(1)
