@@ -24,6 +24,7 @@ from annotations.labels.models import (
     TaxonomyVersion,
 )
 from annotations.runs.models import Run, RunItem
+from annotations.runs.selectors import run_agent_figures
 
 
 def default_taxonomy_version() -> TaxonomyVersion | None:
@@ -222,12 +223,13 @@ def ex_by(*, run: Run, field: str) -> list[dict[str, Any]]:
 
 
 def agent_figures(*, run: Run) -> dict[str, Any] | None:
-    """Rounds and tokens per case, tool usage per round, and the last tool call before a failure."""
+    """Rounds and tokens per case (the runs' figures), their distribution, tool usage per round, and the
+    last tool call before a failure."""
     items = list(run.items.filter(session__isnull=False).select_related("session"))
     if not items:
         return None
+    figures = run_agent_figures(run=run)
     rounds = Counter(i.session.rounds for i in items)
-    tokens = [i.session.prompt_tokens + i.session.completion_tokens for i in items]
     per_round: dict[int, Counter] = defaultdict(Counter)
     last_before_failure: Counter = Counter()
     failed_sessions = {i.session_id for i in items if i.ex is False}
@@ -240,9 +242,9 @@ def agent_figures(*, run: Run) -> dict[str, Any] | None:
         last_before_failure[last_tool.get(session_id, "(none)")] += 1
     tools = sorted({t for c in per_round.values() for t in c})
     return {
-        "cases": len(items),
-        "avg_rounds": round(sum(i.session.rounds for i in items) / len(items), 2),
-        "avg_tokens": round(sum(tokens) / len(items), 1),
+        "cases": figures["cases"],
+        "avg_rounds": round(figures["rounds"] or 0, 2),
+        "avg_tokens": round(figures["tokens"], 1),
         "rounds": [{"key": str(k), "label": str(k), "count": rounds[k]} for k in sorted(rounds)],
         "tools": tools,
         "per_round": [{"round": r, **{t: per_round[r].get(t, 0) for t in tools}} for r in sorted(per_round)],
