@@ -15,6 +15,7 @@ line. On failure, the database's error text, so the agent can fix the query::
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from agent.sql import Connector, Limits, QueryResult, SQLError
@@ -52,23 +53,36 @@ def format_result(result: QueryResult, show_rows: int = DEFAULT_SHOW_ROWS, max_b
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class QueryOutcome:
+    """What ExecuteSQL found: the rows (``result``) or the database's error text, how many rows to show, and
+    the byte cap the rows were read under (named when a result was cut)."""
+
+    result: QueryResult | None
+    error: str | None
+    show_rows: int
+    max_bytes: int | None = None
+
+
 def run_query(connector: Connector, sql: object, *, limits: Limits | None = None,
               show_rows: int = DEFAULT_SHOW_ROWS) -> ToolOutput:
-    """The query's rows, or the database's error text (``data``: (show_rows, result or error))."""
+    """The query's rows, or the database's error text (``data`` is a QueryOutcome)."""
     if not isinstance(sql, str) or not sql.strip():
         raise ToolError('ExecuteSQL needs one SQL query as a string, e.g. ExecuteSQL("SELECT name FROM singer").')
     text = sql.strip()
     try:
         result = connector.execute(text, limits=limits)
     except SQLError as exc:
-        return ToolOutput((show_rows, str(exc)), ok=False, sql=text)
+        return ToolOutput(QueryOutcome(None, str(exc), show_rows), ok=False, sql=text)
     cap = (limits or connector.limits).max_bytes
-    return ToolOutput((show_rows, result, cap), sql=text, result=result)
+    return ToolOutput(QueryOutcome(result, None, show_rows, cap), sql=text, result=result)
 
 
 def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
-    show_rows, found, *cap = output.data
-    return format_result(found, show_rows, *cap) if isinstance(found, QueryResult) else f"Error: {found}"
+    found: QueryOutcome = output.data
+    if found.result is None:
+        return f"Error: {found.error}"
+    return format_result(found.result, found.show_rows, found.max_bytes)
 
 
 def execute_sql(connector: Connector, sql: object, *, limits: Limits | None = None,
