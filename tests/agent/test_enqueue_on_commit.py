@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from celery import current_app
+from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from agent import services
@@ -46,8 +47,6 @@ def test_a_saved_registration_is_refreshed_only_when_its_source_changed(demo_dat
 
 
 def test_a_registration_saved_with_a_bad_location_is_refused(demo_database, sent):
-    from django.core.exceptions import ValidationError
-
     demo_database.location = "/nowhere/at/all.sqlite"
     with pytest.raises(ValidationError, match="No such file"):
         services.database_save(database=demo_database, changed=["location"])

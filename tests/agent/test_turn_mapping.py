@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from agent.api import TurnSerializer
 from agent.llm import Message
 from agent.models import TURN_RECORD_FIELDS, AgentSession, Turn
 from agent.sql import QueryResult
@@ -15,8 +16,6 @@ pytestmark = pytest.mark.django_db
 
 
 def test_every_record_field_is_a_turn_column_and_an_api_field() -> None:
-    from agent.api import TurnSerializer
-
     names = {f.name for f in dataclasses.fields(TurnRecord)} - {"messages"}
     assert set(TURN_RECORD_FIELDS) == names
     columns = {f.name for f in Turn._meta.get_fields()}

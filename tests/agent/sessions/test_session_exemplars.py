@@ -1,7 +1,9 @@
 """A session run with an exemplar set version records it and sends its trajectories in the prompt."""
 
 import pytest
+from django.urls import reverse
 
+from agent.models import AgentSession
 from agent.services import sessions
 from annotations.exemplars import services as exemplar_services
 from annotations.exemplars.selectors import few_shot_for_version
@@ -76,10 +78,6 @@ def test_exemplar_set_versions_are_named_on_the_command_line_as_set_or_set_n(dem
 
 def test_the_ask_page_and_the_api_offer_and_resolve_exemplar_set_versions(user_client, demo_database, replay_llm,
                                                                           django_user_model):
-    from django.urls import reverse
-
-    from agent.models import AgentSession
-
     author = django_user_model.objects.create_user("eve", password="pw-eve-123")
     exemplar_set = exemplar_services.set_create(name="web-set", user=author)
     version = exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[], user=author,
