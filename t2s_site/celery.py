@@ -16,7 +16,7 @@ for scale-out, start one worker per queue (README, "Scale out").
 import os
 
 from celery import Celery
-from kombu import Queue
+from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "t2s_site.settings")
 
@@ -38,7 +38,9 @@ ROUTES = {
 
 app = Celery("t2s_site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_queues = [Queue(name) for name in QUEUES]
+# Each queue on its own direct exchange and routing key: bound to one shared key, a message routed to one
+# queue would be copied into all of them.
+app.conf.task_queues = [Queue(name, Exchange(name, type="direct"), routing_key=name) for name in QUEUES]
 app.conf.task_default_queue = DEFAULT
 app.conf.task_routes = {task: {"queue": queue} for task, queue in ROUTES.items()}
 app.autodiscover_tasks()

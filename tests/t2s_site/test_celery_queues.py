@@ -25,3 +25,11 @@ def test_unrouted_work_goes_to_the_default_queue_and_a_plain_worker_consumes_eve
     assert app.amqp.router.route({}, "some.other.task")["queue"].name == "celery"
     # A worker without -Q consumes app.amqp.queues: all five, which is what `make run` starts.
     assert set(app.amqp.queues) == set(QUEUES) == {"sessions", "dispatch", "indexes", "evaluation", "celery"}
+
+
+def test_a_routed_message_reaches_its_queue_only() -> None:
+    # Queues bound to one shared exchange and key would each get a copy of every message.
+    bindings = {(q.exchange.name, q.routing_key) for q in app.amqp.queues.values()}
+    assert len(bindings) == len(QUEUES)
+    route = app.amqp.router.route({}, "agent.tasks.run_session")
+    assert (route["queue"].exchange.name, route["queue"].routing_key) == ("sessions", "sessions")
