@@ -3,11 +3,12 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from agent import services
-from agent.models import AgentSession, Database, ExamplePool, LLMEndpoint, Turn
+from agent.models import AgentSession, Database, DatabaseGrant, ExamplePool, LLMEndpoint, Turn
 
 
 class DatabaseAdminForm(forms.ModelForm):
-    """The admin's fields (ModelAdmin supplies them), with the location checked as the registration service does."""
+    """The admin's fields (ModelAdmin supplies them), with the location checked as the registration service does
+    for the web: SQLite files only from a data directory (agent/services/locations.py)."""
 
     def clean(self):
         data = super().clean()
@@ -21,9 +22,32 @@ class DatabaseAdminForm(forms.ModelForm):
         return data
 
 
+class DatabaseGrantInline(admin.TabularInline):
+    model = DatabaseGrant
+    fk_name = "database"
+    extra = 0
+    fields = ("user", "group", "granted_by", "created_at")
+    readonly_fields = ("granted_by", "created_at")
+    autocomplete_fields = ("user", "group")
+
+
+@admin.register(DatabaseGrant)
+class DatabaseGrantAdmin(admin.ModelAdmin):
+    list_display = ("database", "user", "group", "granted_by", "created_at")
+    list_filter = ("database", "group")
+    autocomplete_fields = ("user", "group")
+    readonly_fields = ("granted_by", "created_at")
+
+    def save_model(self, request, obj, form, change):
+        if obj.granted_by_id is None:
+            obj.granted_by = request.user
+        super().save_model(request, obj, form, change)
+
+
 @admin.register(Database)
 class DatabaseAdmin(admin.ModelAdmin):
     form = DatabaseAdminForm
+    inlines = [DatabaseGrantInline]
     list_display = ("name", "engine", "display_location", "status", "index_status", "table_count", "updated_at")
     list_filter = ("engine", "status", "index_status", "is_demo")
     search_fields = ("name", "description")

@@ -7,11 +7,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent import selectors, services
+from agent import policies, selectors, services
+from agent.api_permissions import PolicyPermission
 from agent.models import TURN_RECORD_FIELDS, AgentSession, Database, Turn
 from agent.services import few_shot
 from agent.services import sessions as session_services
@@ -36,27 +36,24 @@ class DatabaseCreateSerializer(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, default="")
 
 
-class IsStaffForWrites(permissions.BasePermission):
-    """Registering a database reads files on the server: only staff may do it."""
-
-    def has_permission(self, request: Request, view) -> bool:
-        return request.method in permissions.SAFE_METHODS or bool(request.user and request.user.is_staff)
-
-
 class DatabaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                       viewsets.GenericViewSet):
-    queryset = Database.objects.all()
     serializer_class = DatabaseSerializer
-    permission_classes = [permissions.IsAuthenticated, IsStaffForWrites]
+    permission_classes = [permissions.IsAuthenticated, PolicyPermission]
+    write_policies = {"create": policies.can_register_databases}
     lookup_field = "name"
     lookup_value_regex = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+
+    def get_queryset(self):
+        return policies.visible_databases(self.request.user)
 
     @extend_schema(request=DatabaseCreateSerializer, responses={201: DatabaseSerializer})
     def create(self, request: Request, *args, **kwargs) -> Response:
         incoming = DatabaseCreateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         try:
-            database = services.database_register(**incoming.validated_data, must_be_new=True)
+            database = services.database_register(**incoming.validated_data, must_be_new=True,
+                                                  user=request.user)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.message_dict) from None
         return Response(DatabaseSerializer(database).data, status=status.HTTP_201_CREATED)
@@ -109,6 +106,11 @@ class SessionCreateSerializer(serializers.Serializer):
                                     help_text="Strategy config overrides, e.g. {\"max_rounds\": 8, "
                                     "\"enabled_tools\": [\"SearchColumn\", \"ExecuteSQL\"]}.")
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # A database the user was not granted is "not found", like an unknown name.
+        request = self.context.get("request")
+        self.fields["database"].queryset = policies.visible_databases(request.user if request else None)
     def validate_exemplar_set_version(self, value: int | None) -> FewShot | None:
         if value is None:
             return None
@@ -123,14 +125,17 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
                      viewsets.GenericViewSet):
     """Agent sessions: create one (it runs on a worker), follow its turns, cancel it."""
 
-    permission_classes = [permissions.IsAuthenticated]
+    permission_classes = [permissions.IsAuthenticated, PolicyPermission]
+    write_policies = {"create": policies.can_ask, "cancel": policies.can_view}  # cancel: checked per session
 
     def get_queryset(self):
         params = self.request.query_params
-        database = Database.objects.filter(name=params["database"]).first() if params.get("database") else None
+        user = self.request.user
+        database = (policies.visible_databases(user).filter(name=params["database"]).first()
+                    if params.get("database") else None)
         if params.get("database") and database is None:
             return AgentSession.objects.none()
-        qs = selectors.session_list(database=database, status=params.get("status"), q=params.get("q"))
+        qs = selectors.session_list(viewer=user, database=database, status=params.get("status"), q=params.get("q"))
         if self.action == "retrieve":
             qs = qs.prefetch_related("turns")
         return qs
@@ -140,7 +145,7 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
 
     @extend_schema(request=SessionCreateSerializer, responses={201: SessionSerializer})
     def create(self, request: Request, *args, **kwargs) -> Response:
-        incoming = SessionCreateSerializer(data=request.data)
+        incoming = SessionCreateSerializer(data=request.data, context={"request": request})
         incoming.is_valid(raise_exception=True)
         try:
             data = dict(incoming.validated_data)
@@ -154,7 +159,6 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         session = self.get_object()
-        if session.created_by_id not in (None, request.user.pk) and not request.user.is_staff:
-            raise PermissionDenied("Only the person who asked, or staff, can cancel this session.")
+        policies.check_can_cancel_session(request.user, session)
         session = session_services.session_cancel(session=session)
         return Response(SessionSerializer(session).data)

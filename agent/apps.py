@@ -1,4 +1,34 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate, post_save
+
+
+def _seed_roles(sender, app_config=None, using="default", apps=None, **kwargs) -> None:
+    """Re-seed the role groups after every migrate or flush (tests flush tables between transactional tests)."""
+    if getattr(app_config, "label", None) != "annotations":
+        return  # once, after the last of the two apps whose permissions the roles hold
+    from agent.roles import ensure_roles
+
+    ensure_roles()
+
+
+def _default_roles(sender, instance, created: bool, raw: bool = False, **kwargs) -> None:
+    """A new account gets the roles the settings name (default: Viewer and Asker)."""
+    if not created or raw:
+        return
+    from django.contrib.auth.models import Group
+
+    from agent.conf import agent_settings
+
+    names = list(agent_settings.DEFAULT_ROLES)
+    if not names:
+        return
+    groups = list(Group.objects.filter(name__in=names))
+    if len(groups) < len(set(names)):
+        from agent.roles import ensure_roles
+
+        ensure_roles()
+        groups = list(Group.objects.filter(name__in=names))
+    instance.groups.add(*groups)
 
 
 class AgentConfig(AppConfig):
@@ -6,6 +36,7 @@ class AgentConfig(AppConfig):
     verbose_name = "Agent"
 
     def ready(self) -> None:
+        from django.conf import settings
         from django.db.models.signals import pre_save
 
         from agent import tasks  # noqa: F401  registers the Celery tasks services enqueue by name
@@ -13,3 +44,5 @@ class AgentConfig(AppConfig):
         from .hygiene import clean_before_save
 
         pre_save.connect(clean_before_save, dispatch_uid="t2s-text-hygiene")
+        post_migrate.connect(_seed_roles, dispatch_uid="agent.seed_roles")
+        post_save.connect(_default_roles, sender=settings.AUTH_USER_MODEL, dispatch_uid="agent.default_roles")

@@ -26,6 +26,11 @@ DEFAULTS: dict[str, Any] = {
     # A running session's worker touches it every HEARTBEAT_S; silent for STALE_AFTER_S means the worker died.
     "SESSION_HEARTBEAT_S": 10.0,
     "SESSION_STALE_AFTER_S": 90.0,
+    # SQLite files the web, the API and the admin may register (browser uploads land in the first); commands may
+    # name any readable file but the app's own data (agent/services/locations.py).
+    "DATA_DIRS": [Path("var") / "uploads"],
+    # Roles (groups, agent/roles.py) every new account gets.
+    "DEFAULT_ROLES": ["Viewer", "Asker"],
 }
 
 

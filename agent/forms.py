@@ -2,6 +2,7 @@ from dataclasses import fields
 
 from django import forms
 
+from agent import policies
 from agent.models import AgentSession, Database, name_validator
 from agent.services import few_shot
 from agent.strategies import STRATEGIES, FewShot
@@ -59,6 +60,10 @@ class AskForm(forms.Form):
                                       widget=forms.CheckboxSelectMultiple,
                                       help_text="Switch tools off for ablations (the paper's run without FindShortestPath).")
 
+    def __init__(self, *args, user=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["database"].queryset = policies.visible_databases(user).ready()
+
     def few_shot(self) -> FewShot | None:
         """The chosen version's exemplars as the session takes them (None: zero-shot)."""
         pk = self.cleaned_data.get("exemplar_set_version")
@@ -79,3 +84,7 @@ class SessionFilterForm(forms.Form):
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     q = forms.CharField(required=False, label="Question contains")
+
+    def __init__(self, *args, user=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["database"].queryset = policies.visible_databases(user)

@@ -317,3 +317,34 @@ class ExamplePool(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source} ({self.size} examples)"
+
+
+class DatabaseGrant(models.Model):
+    """Access to one database for one user or one group (a role group or any other).
+
+    A database is visible only to those granted it; the demo database is granted to everyone who may read.
+    """
+
+    database = models.ForeignKey(Database, on_delete=models.CASCADE, related_name="grants")
+    user = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="database_grants")
+    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="database_grants")
+    granted_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["database", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(user__isnull=False, group__isnull=True)
+                           | models.Q(user__isnull=True, group__isnull=False)),
+                name="database_grant_user_xor_group"),
+            models.UniqueConstraint(fields=["database", "user"], condition=models.Q(user__isnull=False),
+                                    name="unique_database_grant_user"),
+            models.UniqueConstraint(fields=["database", "group"], condition=models.Q(group__isnull=False),
+                                    name="unique_database_grant_group"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.database} → {self.user or self.group}"

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from agent.models import AgentSession, Database, Turn
+from agent.models import Database, Turn
 from agent.services import open_connector
 from agent.sql import Limits, QueryResult, SchemaInfo, TableInfo
 
 
-def database_list(*, status: str | None = None):
-    qs = Database.objects.all()
+def database_list(*, user, status: str | None = None):
+    """The databases ``user`` was granted (``agent.policies``)."""
+    from agent import policies
+
+    qs = policies.visible_databases(user)
     return qs.filter(status=status) if status else qs
 
 
@@ -34,9 +37,12 @@ def table_preview(*, database: Database, table: TableInfo, rows: int = 10) -> Qu
         return conn.execute(f"SELECT * FROM {conn.quote_table(table.name)} LIMIT {int(rows)}")
 
 
-def session_list(*, database=None, status: str | None = None, since=None, until=None, q: str | None = None,
+def session_list(*, viewer, database=None, status: str | None = None, since=None, until=None, q: str | None = None,
                  user=None):
-    qs = AgentSession.objects.select_related("database", "created_by")
+    """Sessions ``viewer`` may see (on databases granted to them), filtered; ``user``: only those they asked."""
+    from agent import policies
+
+    qs = policies.visible_sessions(viewer).select_related("database", "created_by")
     if database is not None:
         qs = qs.filter(database=database)
     if status:

@@ -16,6 +16,7 @@ import dj_database_url
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("T2S_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+(VAR_DIR / "uploads").mkdir(exist_ok=True)
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -65,6 +66,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "agent.middleware.RoleRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -147,7 +149,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Signed in, with a role; each view's writes ask agent.policies / annotations.policies (see agent.api).
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated", "agent.api_permissions.PolicyPermission"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
@@ -157,6 +160,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Text-to-SQL agents: databases, sessions, exemplars, runs and labels.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its docs page are behind login like every page (they map the whole API).
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated", "agent.api_permissions.PolicyPermission"],
     # Swagger UI's assets come from the vendored sidecar package, never a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -189,6 +194,9 @@ T2S = {
     # Gold query results, keyed by database fingerprint and SQL: computed once, reused by every evaluation.
     "GOLD_CACHE_DIR": Path(os.environ.get("T2S_GOLD_CACHE_DIR", VAR_DIR / "gold-cache")),
     "DEMO_DATABASE": BASE_DIR / "agent" / "demo" / "chinook.sqlite",
+    # SQLite files the web, the API and the admin may register (browser uploads land in the first one); the
+    # server-side commands may name any readable file except the app's own data (agent/services/locations.py).
+    "DATA_DIRS": [Path(p) for p in os.environ.get("T2S_DATA_DIRS", str(VAR_DIR / "uploads")).split(os.pathsep) if p],
     "SHARED_DIR": Path(os.environ.get("T2S_SHARED_DIR", BASE_DIR.parent / "shared")),
     "QUERY_TIMEOUT_S": float(os.environ.get("T2S_QUERY_TIMEOUT_S", "10")),
     "QUERY_MAX_ROWS": int(os.environ.get("T2S_QUERY_MAX_ROWS", "1000")),
@@ -200,6 +208,8 @@ T2S = {
     # A running session's worker touches it every HEARTBEAT_S; silent for STALE_AFTER_S means the worker died.
     "SESSION_HEARTBEAT_S": float(os.environ.get("T2S_SESSION_HEARTBEAT_S", "10")),
     "SESSION_STALE_AFTER_S": float(os.environ.get("T2S_SESSION_STALE_AFTER_S", "90")),
+    # Roles (groups) every new account gets; see the README's roles table.
+    "DEFAULT_ROLES": [r.strip() for r in os.environ.get("T2S_DEFAULT_ROLES", "Viewer,Asker").split(",") if r.strip()],
 }
 
 LOGGING = {

@@ -32,11 +32,33 @@ def service_unavailable(what: str) -> None:
 
 
 @pytest.fixture
-def chinook_copy(tmp_path: Path) -> Path:
-    """A private copy of the demo database, so a test can check it is unchanged."""
-    target = tmp_path / "chinook.sqlite"
+def upload_dir(settings) -> Path:
+    """This test's data directory: SQLite files the web, the API and the admin may register."""
+    return Path(settings.T2S["DATA_DIRS"][0])
+
+
+@pytest.fixture
+def chinook_copy(upload_dir: Path) -> Path:
+    """A private copy of the demo database in the data directory, so a test can check it is unchanged."""
+    target = upload_dir / "chinook.sqlite"
     shutil.copy(DEMO_DB, target)
     return target
+
+
+@pytest.fixture
+def grant():
+    """Grant databases to users or groups: ``grant(database, user_or_group, ...)``."""
+    from django.contrib.auth.models import Group
+
+    from agent.models import DatabaseGrant
+
+    def give(database, *holders):
+        for holder in holders:
+            key = {"group": holder} if isinstance(holder, Group) else {"user": holder}
+            DatabaseGrant.objects.get_or_create(database=database, **key)
+        return database
+
+    return give
 
 
 @pytest.fixture
@@ -77,8 +99,59 @@ def pg_database():
 
 
 @pytest.fixture
+def pg_reader(pg_database):
+    """Call after creating the target's tables: a least-privilege role on it (create_readonly_role's statements);
+    returns that role's DSN. The role is dropped after the target database."""
+    psycopg = pytest.importorskip("psycopg")
+    from agent.sql.pg_roles import readonly_role_sql
+
+    role = f"t2s_reader_{uuid.uuid4().hex[:10]}"
+    database = pg_database.rsplit("/", 1)[1]
+    created = []
+
+    def make(schemas: tuple[str, ...] = ("public",)) -> str:
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            for stmt in readonly_role_sql(role, database, schemas=schemas, password="pw-reader"):
+                conn.execute(stmt)
+        created.append(role)
+        host = PG_ADMIN_DSN.split("@", 1)[1].rsplit("/", 1)[0]
+        return f"postgresql://{role}:pw-reader@{host}/{database}"
+
+    yield make
+    if created:
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+            with psycopg.connect(pg_database, autocommit=True) as conn:
+                conn.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+def give_roles(user, *roles: str):
+    """Add role groups (``agent.roles``) to an account; returns it."""
+    from django.contrib.auth.models import Group
+
+    from agent.roles import ensure_roles
+
+    if Group.objects.filter(name__in=roles).count() < len(set(roles)):
+        ensure_roles()  # a transactional test flushed them
+    user.groups.add(*Group.objects.filter(name__in=roles))
+    return user
+
+
+def testers_group():
+    """The group the ``user`` fixture belongs to; fixtures that register databases grant them to it."""
+    from django.contrib.auth.models import Group
+
+    return Group.objects.get_or_create(name="testers")[0]
+
+
+@pytest.fixture
 def user(django_user_model):
-    return django_user_model.objects.create_user("ana", "ana@example.com", "pw-ana-123")
+    """A new account: the default roles (Viewer and Asker), in the group granted the fixtures' databases."""
+    account = django_user_model.objects.create_user("ana", "ana@example.com", "pw-ana-123")
+    account.groups.add(testers_group())
+    return account
 
 
 @pytest.fixture
@@ -108,8 +181,10 @@ def demo_database(db):
 
 @pytest.fixture(autouse=True)
 def isolated_index_dir(settings, tmp_path_factory):
-    """Each test builds tool indexes in its own directory (index dirs are keyed by database id)."""
-    settings.T2S = {**settings.T2S, "INDEX_DIR": tmp_path_factory.mktemp("indexes")}
+    """Each test builds tool indexes in its own directory (index dirs are keyed by database id), and has its own
+    data directory (``upload_dir``)."""
+    settings.T2S = {**settings.T2S, "INDEX_DIR": tmp_path_factory.mktemp("indexes"),
+                    "DATA_DIRS": [tmp_path_factory.mktemp("uploads")]}
 
 
 @pytest.fixture
@@ -147,12 +222,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def spider_database(db, tmp_path_factory):
-    """A Spider dev database registered under its db_id, with its indexes built.
+    """A Spider dev database registered under its db_id, with its indexes built, granted to ``testers``.
 
     Built from the committed slice (tests/support/data/<db_id>.sql) when there is one, else read
     from the shared Spider folder (tests using such a database must be marked shared_data).
     """
     from agent import services
+    from agent.models import DatabaseGrant
 
     def register(db_id: str):
         dump = SLICE_DIR / f"{db_id}.sql"
@@ -165,6 +241,8 @@ def spider_database(db, tmp_path_factory):
             path = SPIDER_DIR / "database" / db_id / f"{db_id}.sqlite"
             if not path.exists():
                 pytest.fail(f"{db_id} is neither a committed slice nor in the shared data ({path})")
-        return services.database_register(name=db_id, location=str(path), refresh="sync")
+        database = services.database_register(name=db_id, location=str(path), refresh="sync")
+        DatabaseGrant.objects.get_or_create(database=database, group=testers_group())
+        return database
 
     return register

@@ -14,13 +14,14 @@ from django.utils import timezone
 from agent.conf import agent_settings
 from agent.models import Database
 from agent.sql import Connector, Limits, SQLError, connect
+from agent.sql.pg_roles import RoleRefused
 from agent.tools import BackendUnavailable, ToolBox, build_indexes, is_stale, read_manifest
 
+from . import locations
 from .jobs import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 REFRESH_TASK = "agent.tasks.refresh_database"
 # What the indexes and the stored schema are built from: changing one means a new introspection and build.
 _SOURCE_FIELDS = ("engine", "location", "column_descriptions", "column_backend")
@@ -30,41 +31,48 @@ def engine_for_location(location: str) -> str:
     return Database.Engine.POSTGRESQL if location.startswith(("postgres://", "postgresql://")) else Database.Engine.SQLITE
 
 
-def normalise_location(engine: str, location: str) -> str:
-    """The stored form of a target's location (a resolved SQLite path, checked to be one); ValidationError if not."""
+def normalise_location(engine: str, location: str, *, restricted: bool = True) -> str:
+    """The stored form of a target's location (a resolved SQLite path, checked to be one); ValidationError if not.
+
+    ``restricted`` (the web, the API, the admin): SQLite files only from a data directory; otherwise (commands)
+    any readable file but the app's own data (``agent/services/locations.py``)."""
     location = location.strip()
     if engine == Database.Engine.POSTGRESQL:
         return location
-    path = Path(location).expanduser().resolve()
-    if not path.is_file():
-        raise ValidationError({"location": f"No such file: {path}"})
-    with path.open("rb") as fh:
-        if fh.read(16) != _SQLITE_MAGIC:
-            raise ValidationError({"location": f"Not a SQLite database file: {path}"})
-    return str(path)
+    return locations.sqlite_location(location, restricted=restricted)
 
 
 def open_connector(database: Database, *, limits: Limits | None = None) -> Connector:
-    """A fresh read-only connector for one target database; the caller closes it."""
+    """A fresh read-only connector for one target database; the caller closes it.
+
+    The location is checked again at every connection: a file that has become the app's own data is refused."""
     limits = limits or Limits(timeout_s=agent_settings.QUERY_TIMEOUT_S, max_rows=agent_settings.QUERY_MAX_ROWS)
-    return connect(database.engine, database.location, limits=limits)
+    if database.engine == Database.Engine.SQLITE:
+        locations.check_sqlite_target(database.location)
+        return connect(database.engine, database.location, limits=limits)
+    return connect(database.engine, database.location, limits=limits, refuse=locations.app_pg_identities())
 
 
 def database_register(
     *, name: str, location: str, description: str = "", engine: str | None = None, is_demo: bool = False,
     column_descriptions: dict[str, str] | None = None, refresh: str = "async", must_be_new: bool = False,
+    user=None,
 ) -> Database:
     """Register (or re-point) a target database and schedule its introspection.
 
     ``refresh`` is ``"async"`` (a Celery task after commit), ``"sync"`` (now, in
     this process: the CLI and bootstrap use it) or ``"none"``. ``must_be_new``
     refuses a name already registered (the web form and the API) instead of re-pointing it.
+
+    ``user``: the account registering through the web, the API or the admin. Their SQLite files must come from a
+    data directory (``agent/services/locations.py``); without one (a server-side command) any readable file but
+    the app's own data may be named.
     """
     existing = Database.objects.filter(name=name).first()
     if existing is not None and must_be_new:
         raise ValidationError({"name": ["A database with this name is already registered."]})
     engine = engine or engine_for_location(location)
-    location = normalise_location(engine, location)
+    location = normalise_location(engine, location, restricted=user is not None)
     database = existing or Database(name=name)
     changed = database.pk is None or database.location != location or database.engine != engine
     if column_descriptions is not None and column_descriptions != database.column_descriptions:
@@ -79,6 +87,8 @@ def database_register(
         database.status = Database.Status.PENDING
         database.status_message = ""
     database.full_clean()
+    if engine == Database.Engine.POSTGRESQL:
+        _check_pg_role(location)
     with transaction.atomic():
         database.save()
         if refresh == "async" and changed:
@@ -87,6 +97,17 @@ def database_register(
     if refresh == "sync" and (changed or database.status != Database.Status.READY):
         database_refresh(database=database, force=changed)
     return database
+
+
+def _check_pg_role(dsn: str) -> None:
+    """Registration connects once: a role that is not read-only, or the app's own database, is refused now."""
+    try:
+        connect(Database.Engine.POSTGRESQL, dsn, limits=Limits(timeout_s=5, max_rows=1),
+                refuse=locations.app_pg_identities()).close()
+    except RoleRefused as exc:
+        raise ValidationError({"location": [str(exc)]}) from None
+    except SQLError:
+        pass  # unreachable now: registered, and introspection reports the error on the database's page
 
 
 def index_dir_for(database: Database) -> Path:
@@ -130,6 +151,8 @@ def database_save(*, database: Database, changed: list[str] | tuple[str, ...]) -
     """Save an edited registration (the admin); a changed source (location, engine, descriptions, column
     backend) marks it pending and queues its refresh after commit, forced so the indexes are rebuilt."""
     database.location = normalise_location(database.engine, database.location)
+    if database.engine == Database.Engine.POSTGRESQL and (database.pk is None or "location" in changed):
+        _check_pg_role(database.location)
     rebuild = database.pk is None or any(f in _SOURCE_FIELDS for f in changed)
     if rebuild:
         database.status = Database.Status.PENDING

@@ -28,8 +28,10 @@ from .base import (
 ENGINES = ("sqlite", "postgresql")
 
 
-def connect(engine: str, location: str, *, limits: Limits | None = None) -> Connector:
-    """Open a read-only connector: ``location`` is a file path (sqlite) or a DSN (postgresql)."""
+def connect(engine: str, location: str, *, limits: Limits | None = None, **options) -> Connector:
+    """Open a read-only connector: ``location`` is a file path (sqlite) or a DSN (postgresql).
+
+    ``options`` go to the PostgreSQL connector (``refuse``: server identities never to connect to)."""
     if engine == "sqlite":
         from .sqlite import SQLiteConnector
 
@@ -37,7 +39,7 @@ def connect(engine: str, location: str, *, limits: Limits | None = None) -> Conn
     if engine == "postgresql":
         from .postgres import PostgresConnector
 
-        return PostgresConnector(location, limits=limits)
+        return PostgresConnector(location, limits=limits, **options)
     raise ValueError(f"Unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
 
 

@@ -21,6 +21,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
 
+from . import pg_roles
 from .base import (
     ColumnInfo,
     ConnectionFailed,
@@ -50,7 +51,11 @@ _SYSTEM_SCHEMAS = "('pg_catalog', 'information_schema')"
 class PostgresConnector(Connector):
     engine = "postgresql"
 
-    def __init__(self, dsn: str, *, limits: Limits | None = None, connect_timeout: int = 10) -> None:
+    def __init__(self, dsn: str, *, limits: Limits | None = None, connect_timeout: int = 10,
+                 refuse: frozenset[tuple[str, int]] = frozenset(), check_role: bool = True) -> None:
+        """``refuse``: server identities (``pg_roles.server_identity``) never to use, e.g. the app's own database.
+
+        ``check_role=False`` skips the role check: only tests of the READ ONLY layer on its own use it."""
         super().__init__(limits=limits)
         self.dsn = dsn
         try:
@@ -58,11 +63,28 @@ class PostgresConnector(Connector):
                                          application_name="t2s-studio-target")
         except psycopg.Error as exc:
             raise ConnectionFailed(f"Cannot connect to PostgreSQL: {_first_line(exc)}") from exc
+        if check_role:
+            self._refuse_unless_read_only_role(refuse)
         self._conn.read_only = True
         self._connect_timeout = connect_timeout
         self._abandoned = False
         self._names: dict[str, tuple[str, str]] = {}
         self._cursor_seq = 0
+
+    def _refuse_unless_read_only_role(self, refuse: frozenset[tuple[str, int]]) -> None:
+        """Every new connection: a role that could write, read server files or is the app's database is refused."""
+        try:
+            problems = pg_roles.role_problems(self._conn)
+            if refuse and pg_roles.server_identity(self._conn) in refuse:
+                problems.insert(0, "it is the app's own database")
+            self._conn.rollback()
+        except psycopg.Error as exc:
+            self._conn.close()
+            raise ConnectionFailed(f"Cannot check the PostgreSQL role: {_first_line(exc)}") from exc
+        if problems:
+            self._conn.close()
+            raise pg_roles.RoleRefused("Refused: connect as a role that can only read (python manage.py "
+                                       f"create_readonly_role): {'; '.join(problems)}.")
 
     @property
     def dialect(self) -> str:

@@ -1,15 +1,13 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from agent import selectors, services
+from agent import policies, selectors, services
 from agent.forms import DatabaseRegisterForm
-from agent.models import Database
 from agent.sql import SQLError
 
 
@@ -18,15 +16,15 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def database_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "agent/database_list.html", {"databases": selectors.database_list()})
+    return render(request, "agent/database_list.html", {"databases": selectors.database_list(user=request.user)})
 
 
-@permission_required("agent.add_database", raise_exception=True)
 def database_register(request: HttpRequest) -> HttpResponse:
+    policies.check_can_register_database(request.user)
     form = DatabaseRegisterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            database = services.database_register(**form.cleaned_data, must_be_new=True)
+            database = services.database_register(**form.cleaned_data, must_be_new=True, user=request.user)
         except ValidationError as exc:
             for field, errors in exc.message_dict.items():
                 form.add_error(field if field in form.fields else None, errors)
@@ -37,7 +35,7 @@ def database_register(request: HttpRequest) -> HttpResponse:
 
 
 def database_detail(request: HttpRequest, name: str) -> HttpResponse:
-    database = get_object_or_404(Database, name=name)
+    database = policies.access_database(request.user, name)
     schema = database.schema_info()
     template = "agent/partials/database_status.html" if request.htmx else "agent/database_detail.html"
     return render(request, template, {"database": database, "schema": schema,
@@ -45,16 +43,16 @@ def database_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @require_POST
-@permission_required("agent.change_database", raise_exception=True)
 def database_refresh(request: HttpRequest, name: str) -> HttpResponse:
-    database = get_object_or_404(Database, name=name)
+    database = policies.access_database(request.user, name)
+    policies.check_can_change_database(request.user, database)
     services.database_refresh_queue(database=database)
     messages.info(request, f"Refresh of {database.name} queued.")
     return redirect(database)
 
 
 def table_rows(request: HttpRequest, name: str, table: str) -> HttpResponse:
-    database = get_object_or_404(Database, name=name)
+    database = policies.access_database(request.user, name)
     info = selectors.database_table(database=database, table=table)
     if info is None:
         raise Http404("No such table")

@@ -4,12 +4,11 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from agent import selectors
+from agent import policies, selectors
 from agent.forms import STRATEGY_LABELS, AskForm, SessionFilterForm
-from agent.models import AgentSession
 from agent.services import sessions as session_services
 from agent.strategies import STRATEGIES
 
@@ -18,8 +17,10 @@ def ask(request: HttpRequest) -> HttpResponse:
     initial = {}
     if request.GET.get("database"):
         initial["database"] = request.GET["database"]
-    form = AskForm(request.POST or None, initial=initial)
+    form = AskForm(request.POST or None, initial=initial, user=request.user)
     endpoint = session_services.default_llm_endpoint()
+    if request.method == "POST":
+        policies.check_can_ask(request.user)
     if request.method == "POST" and form.is_valid():
         try:
             session = session_services.session_create(
@@ -33,7 +34,7 @@ def ask(request: HttpRequest) -> HttpResponse:
                 form.add_error(field if field in form.fields else None, errors)
         else:
             return redirect(session)
-    recent = selectors.session_list(user=request.user)[:8]
+    recent = selectors.session_list(viewer=request.user, user=request.user)[:8]
     strategies = [(name, STRATEGY_LABELS.get(name, name), getattr(cls, "substitutions", ""))
                   for name, cls in STRATEGIES.items()]
     return render(request, "agent/ask.html", {"form": form, "endpoint": endpoint, "recent": recent,
@@ -41,9 +42,9 @@ def ask(request: HttpRequest) -> HttpResponse:
 
 
 def session_list(request: HttpRequest) -> HttpResponse:
-    filters = SessionFilterForm(request.GET or None)
+    filters = SessionFilterForm(request.GET or None, user=request.user)
     criteria = filters.cleaned_data if filters.is_valid() else {}
-    qs = selectors.session_list(**{k: v for k, v in criteria.items() if v})
+    qs = selectors.session_list(viewer=request.user, **{k: v for k, v in criteria.items() if v})
     page = Paginator(qs, 30).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -51,7 +52,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 
 
 def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    session = get_object_or_404(AgentSession.objects.select_related("database", "created_by"), pk=pk)
+    session = policies.access_session(request.user, pk)
     context = {"session": session, "turns": selectors.session_turns(session=session, with_prompts=True)}
     if request.htmx:
         return render(request, "agent/partials/session_live.html", context)
@@ -60,10 +61,9 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_POST
 def session_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    session = get_object_or_404(AgentSession, pk=pk)
-    if session.created_by_id not in (None, request.user.pk) and not request.user.is_staff:
-        messages.error(request, "Only the person who asked, or staff, can cancel this session.")
-    elif session.is_active:
+    session = policies.access_session(request.user, pk)
+    policies.check_can_cancel_session(request.user, session)
+    if session.is_active:
         session_services.session_cancel(session=session)
         messages.info(request, "Cancellation requested; the session stops after its current step.")
     return redirect(session)

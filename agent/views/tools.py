@@ -3,8 +3,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from agent import services
-from agent.models import Database
+from agent import policies, services
 from agent.sql import SQLError
 from agent.tools import IndexMissing, registry, render_call, tool_names
 
@@ -12,7 +11,8 @@ DEFAULT_TOOL = "SearchValue"
 
 
 def tool_console(request: HttpRequest) -> HttpResponse:
-    databases = Database.objects.ready()
+    policies.check_can_use_tools(request.user)
+    databases = policies.visible_databases(request.user).ready()
     name = request.POST.get("database") or request.GET.get("database")
     database = databases.filter(name=name).first() if name else databases.first()
     spec = registry.find(request.POST.get("tool") or request.GET.get("tool")) or registry.get(DEFAULT_TOOL)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from django import forms
 
+from agent import policies
 from agent.forms import tool_choices
 from agent.models import Database
 from agent.tools import registry, render_call, tool_names
@@ -31,8 +32,16 @@ def compose_action(tool: str, data: Mapping[str, str]) -> str:
     return render_call(tool, *spec.call_from_fields(data))
 
 
-class ExemplarCreateForm(forms.Form):
-    database = forms.ModelChoiceField(queryset=Database.objects.ready(), to_field_name="name")
+class _GrantedDatabaseForm(forms.Form):
+    """A form whose ``database`` choices are the ready databases the user was granted."""
+
+    def __init__(self, *args, user=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["database"].queryset = policies.visible_databases(user).ready()
+
+
+class ExemplarCreateForm(_GrantedDatabaseForm):
+    database = forms.ModelChoiceField(queryset=Database.objects.none(), to_field_name="name")
     question = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
     evidence = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
@@ -49,8 +58,8 @@ class SetCreateForm(forms.Form):
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
 
-class PreviewForm(forms.Form):
-    database = forms.ModelChoiceField(queryset=Database.objects.ready(), to_field_name="name")
+class PreviewForm(_GrantedDatabaseForm):
+    database = forms.ModelChoiceField(queryset=Database.objects.none(), to_field_name="name")
     question = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
     evidence = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     use_evidence = forms.BooleanField(required=False, label="Send the evidence (BIRD setting)")

@@ -121,8 +121,11 @@ def last_executed_sql(steps: Iterable[ExemplarStep]) -> str | None:
     return found
 
 
-def exemplar_list(*, state: str | None = None, database_id: int | None = None):
-    qs = Exemplar.objects.select_related("database", "author", "reviewer")
+def exemplar_list(*, user, state: str | None = None, database_id: int | None = None):
+    """Exemplars ``user`` may see (on databases granted to them, or on none)."""
+    from annotations import policies
+
+    qs = policies.visible_exemplars(user).select_related("database", "author", "reviewer")
     if state:
         qs = qs.filter(state=state)
     if database_id:

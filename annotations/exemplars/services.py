@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -26,6 +26,7 @@ from agent.models import AgentSession, Database, Turn
 from agent.sql import SQLError
 from agent.strategies.parsing import ActionParseError, parse_action
 from agent.tools import IndexMissing
+from annotations import policies
 from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
 
 from . import selectors
@@ -37,24 +38,11 @@ MAX_TAGS = 20
 # --- permissions ------------------------------------------------------------------------------
 
 
-def can_review(user) -> bool:
-    return bool(user and user.is_authenticated and (user.is_staff or user.has_perm("annotations.review_exemplar")))
-
-
-def can_edit(user, exemplar: Exemplar) -> bool:
-    return bool(user and user.is_authenticated and (exemplar.author_id == user.pk or can_review(user)))
-
-
-def check_can_edit(user, exemplar: Exemplar) -> None:
-    if not can_edit(user, exemplar):
-        raise PermissionDenied("Only the author or a reviewer can edit this exemplar.")
-
-
-def check_can_approve(user, exemplar: Exemplar) -> None:
-    if not can_review(user):
-        raise PermissionDenied("Only reviewers (staff, or users with the review permission) review exemplars.")
-    if exemplar.author_id is not None and exemplar.author_id == user.pk and not user.is_superuser:
-        raise PermissionDenied("You cannot approve your own exemplar; ask another reviewer.")
+# The rules live in annotations.policies; these names stay for the services' callers.
+can_review = policies.can_review_exemplars
+can_edit = policies.can_edit_exemplar
+check_can_edit = policies.check_can_edit_exemplar
+check_can_approve = policies.check_can_review_exemplar
 
 
 # --- exemplar content -------------------------------------------------------------------------
@@ -356,9 +344,8 @@ def set_create(*, name: str, user, description: str = "") -> ExemplarSet:
 def set_publish(*, exemplar_set: ExemplarSet, exemplars: Sequence[Exemplar], user, tool_description: str = "",
                 note: str = "", source: str = "") -> ExemplarSetVersion:
     """A new immutable version of the set holding a frozen copy of these approved exemplars, in this order."""
-    if user is not None and user.is_authenticated and not (
-            can_review(user) or exemplar_set.created_by_id == user.pk):
-        raise PermissionDenied("Only the set's creator or a reviewer publishes versions of it.")
+    if user is not None and user.is_authenticated:
+        policies.check_can_publish_set(user, exemplar_set)
     ids = [e.pk for e in exemplars]
     if len(set(ids)) != len(ids):
         raise ValidationError("An exemplar appears twice in the set.")

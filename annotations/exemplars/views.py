@@ -10,8 +10,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from agent import policies as agent_policies
 from agent import services as agent_services
-from agent.models import AgentSession
 from agent.sql import SQLError
 from agent.strategies.prompt import (
     build_messages,
@@ -20,7 +20,8 @@ from agent.strategies.prompt import (
     estimate_tokens,
     render_exemplar,
 )
-from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion
+from annotations import policies
+from annotations.models import Exemplar, ExemplarSetVersion
 
 from . import selectors, services
 from .forms import (
@@ -45,15 +46,17 @@ def _errors(exc: ValidationError) -> list[str]:
 @require_GET
 def exemplar_list(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state") or ""
-    exemplars = selectors.exemplar_list(state=state or None)
+    exemplars = selectors.exemplar_list(user=request.user, state=state or None)
     return render(request, "annotations/exemplar_list.html", {
         "exemplars": exemplars[:500], "state": state, "states": Exemplar.State.choices,
-        "form": ExemplarCreateForm(), "can_review": services.can_review(request.user)})
+        "form": ExemplarCreateForm(user=request.user), "can_review": policies.can_review_exemplars(request.user),
+        "can_author": policies.can_author_exemplars(request.user)})
 
 
 @require_POST
 def exemplar_new(request: HttpRequest) -> HttpResponse:
-    form = ExemplarCreateForm(request.POST)
+    policies.check_can_author_exemplar(request.user)
+    form = ExemplarCreateForm(request.POST, user=request.user)
     if form.is_valid():
         try:
             exemplar = services.exemplar_create(user=request.user, **form.cleaned_data)
@@ -76,22 +79,22 @@ def _console_context(request: HttpRequest, exemplar: Exemplar, **extra) -> dict:
         tool = "SearchColumn"
     done = bool(steps) and steps[-1].is_done
     return {"exemplar": exemplar, "steps": steps, "schema": schema, "tool": tool, "step_tools": step_tools(),
-            "done": done, "can_edit": services.can_edit(request.user, exemplar),
+            "done": done, "can_edit": policies.can_edit_exemplar(request.user, exemplar),
             "stale_count": sum(1 for s in steps if s.stale or (not s.is_done and s.observation is None)),
             **extra}
 
 
-def _get_exemplar(pk: int) -> Exemplar:
-    return get_object_or_404(Exemplar.objects.select_related("database", "author", "reviewer"), pk=pk)
+def _get_exemplar(request: HttpRequest, pk: int) -> Exemplar:
+    return policies.access_exemplar(request.user, pk)
 
 
 @require_GET
 def exemplar_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    exemplar = _get_exemplar(pk)
+    exemplar = _get_exemplar(request, pk)
     context = _console_context(request, exemplar)
     context.update(edit_form=ExemplarEditForm(initial={
         "question": exemplar.question, "evidence": exemplar.evidence, "notes": exemplar.notes, "tags": ", ".join(exemplar.tags or [])}),
-        can_review=services.can_review(request.user), token_estimate=selectors.exemplar_token_estimate(exemplar),
+        can_review=policies.can_review_exemplars(request.user), token_estimate=selectors.exemplar_token_estimate(exemplar),
         versions=[v for v in ExemplarSetVersion.objects.select_related("exemplar_set").order_by("-created_at")[:200]
                   if any(e.get("exemplar_id") == exemplar.pk for e in v.exemplars)])
     if context["done"] and exemplar.final_sql and exemplar.database_id:
@@ -114,7 +117,8 @@ def _final_sql_check(exemplar: Exemplar) -> dict:
 
 @require_POST
 def exemplar_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    exemplar = _get_exemplar(pk)
+    exemplar = _get_exemplar(request, pk)
+    policies.check_can_edit_exemplar(request.user, exemplar)
     form = ExemplarEditForm(request.POST)
     if form.is_valid():
         was = exemplar.state
@@ -132,14 +136,15 @@ def exemplar_edit(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 def exemplar_lint(request: HttpRequest, pk: int) -> HttpResponse:
-    exemplar = _get_exemplar(pk)
+    exemplar = _get_exemplar(request, pk)
     report = lint_exemplar(exemplar)
     return render(request, "annotations/exemplar_lint.html", {"exemplar": exemplar, "report": report})
 
 
 @require_POST
 def exemplar_submit(request: HttpRequest, pk: int) -> HttpResponse:
-    exemplar = _get_exemplar(pk)
+    exemplar = _get_exemplar(request, pk)
+    policies.check_can_edit_exemplar(request.user, exemplar)
     try:
         services.exemplar_submit(exemplar=exemplar, user=request.user)
     except ValidationError as exc:
@@ -152,7 +157,8 @@ def exemplar_submit(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_POST
 def exemplar_review(request: HttpRequest, pk: int) -> HttpResponse:
-    exemplar = _get_exemplar(pk)
+    exemplar = _get_exemplar(request, pk)
+    policies.check_can_review_exemplar(request.user, exemplar)
     approve = request.POST.get("decision") == "approve"
     try:
         services.exemplar_review(exemplar=exemplar, user=request.user, approve=approve,
@@ -182,13 +188,15 @@ def _console_partial(request: HttpRequest, exemplar: Exemplar, **extra) -> HttpR
 
 @require_GET
 def step_fields(request: HttpRequest, pk: int) -> HttpResponse:
-    exemplar = _get_exemplar(pk)
+    exemplar = _get_exemplar(request, pk)
+    policies.check_can_edit_exemplar(request.user, exemplar)
     return render(request, "annotations/partials/step_fields.html", _console_context(request, exemplar))
 
 
 @require_POST
 def step_add(request: HttpRequest, pk: int) -> HttpResponse:
-    exemplar = _get_exemplar(pk)
+    exemplar = _get_exemplar(request, pk)
+    policies.check_can_edit_exemplar(request.user, exemplar)
     tool = request.POST.get("tool") or ""
     try:
         action = compose_action(tool, request.POST)
@@ -201,14 +209,16 @@ def step_add(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_POST
 def final_sql(request: HttpRequest, pk: int) -> HttpResponse:
-    exemplar = _get_exemplar(pk)
+    exemplar = _get_exemplar(request, pk)
+    policies.check_can_edit_exemplar(request.user, exemplar)
     services.exemplar_set_final_sql(exemplar=exemplar, user=request.user, sql=request.POST.get("final_sql", ""))
     return _console_partial(request, exemplar)
 
 
 @require_POST
 def steps_rerun(request: HttpRequest, pk: int) -> HttpResponse:
-    exemplar = _get_exemplar(pk)
+    exemplar = _get_exemplar(request, pk)
+    policies.check_can_edit_exemplar(request.user, exemplar)
     try:
         services.exemplar_rerun_stale(exemplar=exemplar, user=request.user)
     except ValidationError as exc:
@@ -218,7 +228,8 @@ def steps_rerun(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_POST
 def step_op(request: HttpRequest, pk: int, step_id: int, op: str) -> HttpResponse:
-    exemplar = _get_exemplar(pk)
+    exemplar = _get_exemplar(request, pk)
+    policies.check_can_edit_exemplar(request.user, exemplar)
     step = get_object_or_404(exemplar.steps, pk=step_id)
     try:
         if op == "edit":
@@ -239,7 +250,8 @@ def step_op(request: HttpRequest, pk: int, step_id: int, op: str) -> HttpRespons
 
 @require_POST
 def promote_session(request: HttpRequest, session_id: int) -> HttpResponse:
-    session = get_object_or_404(AgentSession.objects.select_related("database"), pk=session_id)
+    policies.check_can_author_exemplar(request.user)
+    session = agent_policies.access_session(request.user, session_id)
     exemplar = services.exemplar_promote_session(session=session, user=request.user)
     messages.success(request, f"Draft exemplar created from session #{session.pk}.")
     return redirect(exemplar)
@@ -250,11 +262,13 @@ def promote_session(request: HttpRequest, session_id: int) -> HttpResponse:
 
 @require_GET
 def set_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotations/set_list.html", {"sets": selectors.set_list(), "form": SetCreateForm()})
+    return render(request, "annotations/set_list.html", {"sets": selectors.set_list(), "form": SetCreateForm(),
+                                                         "can_create": policies.can_create_sets(request.user)})
 
 
 @require_POST
 def set_new(request: HttpRequest) -> HttpResponse:
+    policies.check_can_create_set(request.user)
     form = SetCreateForm(request.POST)
     if form.is_valid():
         try:
@@ -269,11 +283,11 @@ def set_new(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
-    exemplar_set = get_object_or_404(ExemplarSet, pk=set_id)
+    exemplar_set = policies.access_exemplar_set(request.user, set_id)
     versions = list(exemplar_set.versions.select_related("created_by").order_by("-number"))
     latest = versions[0] if versions else None
     order = {e.get("exemplar_id"): i + 1 for i, e in enumerate(latest.exemplars)} if latest else {}
-    candidates = list(Exemplar.objects.approved().select_related("database"))
+    candidates = list(policies.visible_exemplars(request.user).approved().select_related("database"))
     in_latest_not_approved = [i for i in order if i not in {c.pk for c in candidates}]
     candidates.sort(key=lambda e: (order.get(e.pk, 10**6), e.pk))
     return render(request, "annotations/set_detail.html", {
@@ -284,7 +298,8 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
 
 @require_POST
 def set_publish(request: HttpRequest, set_id: int) -> HttpResponse:
-    exemplar_set = get_object_or_404(ExemplarSet, pk=set_id)
+    exemplar_set = policies.access_exemplar_set(request.user, set_id)
+    policies.check_can_publish_set(request.user, exemplar_set)
     chosen: list[tuple[int, int]] = []
     for key, value in request.POST.items():
         if key.startswith("position_") and value.strip():
@@ -294,7 +309,7 @@ def set_publish(request: HttpRequest, set_id: int) -> HttpResponse:
                 messages.error(request, "Positions are whole numbers.")
                 return redirect(exemplar_set)
     chosen.sort()
-    rows = {e.pk: e for e in Exemplar.objects.filter(pk__in=[pk for _, pk in chosen])}
+    rows = {e.pk: e for e in policies.visible_exemplars(request.user).filter(pk__in=[pk for _, pk in chosen])}
     try:
         version = services.set_publish(
             exemplar_set=exemplar_set, exemplars=[rows[pk] for _, pk in chosen if pk in rows], user=request.user,
@@ -309,6 +324,7 @@ def set_publish(request: HttpRequest, set_id: int) -> HttpResponse:
 
 @require_GET
 def version_detail(request: HttpRequest, set_id: int, number: int) -> HttpResponse:
+    policies.access_exemplar_set(request.user, set_id)
     version = get_object_or_404(ExemplarSetVersion.objects.select_related("exemplar_set", "created_by"),
                                 exemplar_set_id=set_id, number=number)
     items = list(zip(version.exemplars, selectors.exemplars_for_version(version), strict=True))
@@ -321,7 +337,7 @@ def version_detail(request: HttpRequest, set_id: int, number: int) -> HttpRespon
 
 @require_GET
 def version_diff(request: HttpRequest, set_id: int) -> HttpResponse:
-    exemplar_set = get_object_or_404(ExemplarSet, pk=set_id)
+    exemplar_set = policies.access_exemplar_set(request.user, set_id)
     try:
         a, b = int(request.GET.get("a", "")), int(request.GET.get("b", ""))
     except ValueError:
@@ -334,9 +350,10 @@ def version_diff(request: HttpRequest, set_id: int) -> HttpResponse:
 
 @require_GET
 def version_preview(request: HttpRequest, set_id: int, number: int) -> HttpResponse:
+    policies.access_exemplar_set(request.user, set_id)
     version = get_object_or_404(ExemplarSetVersion.objects.select_related("exemplar_set"),
                                 exemplar_set_id=set_id, number=number)
-    form = PreviewForm(request.GET or None)
+    form = PreviewForm(request.GET or None, user=request.user)
     context = {"version": version, "exemplar_set": version.exemplar_set, "form": form}
     if form.is_valid():
         database = form.cleaned_data["database"]
@@ -353,6 +370,7 @@ def version_preview(request: HttpRequest, set_id: int, number: int) -> HttpRespo
 
 @require_GET
 def version_export(request: HttpRequest, set_id: int, number: int) -> HttpResponse:
+    policies.access_exemplar_set(request.user, set_id)
     version = get_object_or_404(ExemplarSetVersion.objects.select_related("exemplar_set", "created_by"),
                                 exemplar_set_id=set_id, number=number)
     response = HttpResponse(json.dumps(export_version(version), ensure_ascii=False, indent=2),

@@ -7,9 +7,12 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent.api_permissions import PolicyPermission
+from annotations import policies
 from annotations.labels import services
 from annotations.labels.models import Category, Label
 from annotations.runs.models import RunItem
@@ -32,10 +35,17 @@ class LabelSerializer(serializers.ModelSerializer):
 
 
 class LabelCreateSerializer(serializers.Serializer):
-    item = serializers.PrimaryKeyRelatedField(queryset=RunItem.objects.select_related("question__database"))
+    item = serializers.PrimaryKeyRelatedField(queryset=RunItem.objects.none())
     category = serializers.PrimaryKeyRelatedField(queryset=Category.objects.all())
     note = serializers.CharField(required=False, allow_blank=True, default="")
     corrected_sql = serializers.CharField(required=False, allow_blank=True, default="")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # An item of a run the user may not see is "does not exist", like an unknown id.
+        request = self.context.get("request")
+        visible = policies.visible_runs(request.user if request else None).values("pk")
+        self.fields["item"].queryset = RunItem.objects.select_related("question__database").filter(run__in=visible)
 
 
 class LabelUpdateSerializer(serializers.Serializer):
@@ -48,9 +58,13 @@ class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
     """Labels. Filters: ``?run=<id>&category=<key>&annotator=<username>&item=<id>``."""
 
     serializer_class = LabelSerializer
+    permission_classes = [IsAuthenticated, PolicyPermission]
+    write_policies = {"create": policies.can_label, "update": policies.can_label,
+                      "partial_update": policies.can_label}
 
     def get_queryset(self):
-        qs = (Label.objects.select_related("item", "category", "annotator", "taxonomy_version__taxonomy")
+        qs = (policies.visible_labels(self.request.user)
+              .select_related("item", "category", "annotator", "taxonomy_version__taxonomy")
               .order_by("item_id", "category__position", "id"))
         params = self.request.query_params
         if params.get("run", "").isdigit():
@@ -65,7 +79,7 @@ class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
 
     @extend_schema(request=LabelCreateSerializer, responses={201: LabelSerializer})
     def create(self, request: Request, *args, **kwargs) -> Response:
-        incoming = LabelCreateSerializer(data=request.data)
+        incoming = LabelCreateSerializer(data=request.data, context={"request": request})
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
         if Label.objects.filter(item=data["item"], category=data["category"], annotator=request.user,

@@ -20,6 +20,12 @@ class QueueForm(forms.ModelForm):
                   "assignees"]
         labels = {"db_id": "Database", "join_count": "Join count"}
 
+    def __init__(self, *args, user=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        from annotations import policies
+
+        self.fields["run"].queryset = policies.visible_runs(user)
+
 
 class CorrectedGoldForm(forms.Form):
     corrected_sql = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False, strip=True)

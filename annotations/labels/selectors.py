@@ -80,7 +80,10 @@ def queue_progress(*, queue: Queue, user) -> dict[str, int]:
 
 
 def queues_for_user(*, user) -> QuerySet[Queue]:
-    return (Queue.objects.filter(Q(assignees=user) | Q(assignees__isnull=True)).distinct()
+    """Queues on runs ``user`` may see that are open to everyone or assigned to them."""
+    from annotations import policies
+
+    return (policies.visible_queues(user).filter(Q(assignees=user) | Q(assignees__isnull=True)).distinct()
             .select_related("run", "taxonomy_version__taxonomy"))
 
 
@@ -107,10 +110,13 @@ def item_suggestions(*, item: RunItem, results: dict[str, Any]) -> list[suggesti
         pred_columns=list(pred.columns) if pred else None, pred_rows=pred.rows if pred else None)
 
 
-def suggestion_acceptance(*, run: Run | None = None) -> list[dict[str, Any]]:
+def suggestion_acceptance(*, run: Run | None = None, runs: QuerySet[Run] | None = None) -> list[dict[str, Any]]:
+    """How often shown suggestions were taken: on one run, or across ``runs``."""
     qs = SuggestionEvent.objects.all()
     if run is not None:
         qs = qs.filter(item__run=run)
+    if runs is not None:
+        qs = qs.filter(item__run__in=runs.values("pk"))
     rows = qs.values("category_key").annotate(shown=Count("id"), accepted=Count("id", filter=Q(accepted=True)))
     return [{"key": r["category_key"], "shown": r["shown"], "accepted": r["accepted"],
              "rate": round(100 * r["accepted"] / r["shown"], 1) if r["shown"] else None}
@@ -284,10 +290,10 @@ def chart_items(*, run: Run, category: str = "", tables: str = "", difficulty: s
     return qs
 
 
-def runs_distribution() -> dict[str, Any]:
-    """Category counts per run, for runs with labels (across-runs dashboard)."""
+def runs_distribution(*, runs: QuerySet[Run]) -> dict[str, Any]:
+    """Category counts per run, for those of ``runs`` with labels (across-runs dashboard)."""
     version = default_taxonomy_version()
-    runs = Run.objects.filter(items__labels__isnull=False).distinct().select_related("dataset")
+    runs = runs.filter(items__labels__isnull=False).distinct().select_related("dataset")
     categories = list(version.categories.all()) if version else []
     rows = []
     for run in runs:

@@ -18,6 +18,7 @@ from django.utils import timezone
 from agent.services import open_connector
 from agent.sql import Limits, SQLError
 from agent.textclean import clean_text
+from annotations import policies
 from annotations.labels.models import (
     Category,
     Label,
@@ -38,8 +39,7 @@ class LabelConflict(Exception):
 
 
 def check_can_label(*, user) -> None:
-    if not user.has_perm("annotations.add_label"):
-        raise PermissionDenied("You do not have permission to label (annotations.add_label).")
+    policies.check_can_label(user)
 
 
 def check_own_label(*, label: Label, user) -> None:
@@ -209,8 +209,7 @@ def label_adjudicate(*, item: RunItem, user, categories: Sequence[Category]) -> 
     """An adjudicator's decision: these categories are the item's final labels, replacing any earlier decision.
 
     Final labels are rows of their own (``is_final``), so the annotators' labels, and agreement figures, stay."""
-    if not user.has_perm("annotations.adjudicate_label"):
-        raise PermissionDenied("You do not have permission to adjudicate labels.")
+    policies.check_can_adjudicate(user)
     with transaction.atomic():
         Label.objects.filter(item=item, is_final=True).delete()
         return [Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
@@ -236,8 +235,7 @@ def suggestions_record(*, item: RunItem, user, suggestions: Sequence[Any]) -> No
 def queue_create(*, run: Run, name: str, taxonomy_version: TaxonomyVersion, user, db_id: str = "",
                  difficulty: str = "", join_count: int | None = None, max_annotators: int = 1,
                  assignees: Sequence[Any] = ()) -> Queue:
-    if not user.has_perm("annotations.add_queue"):
-        raise PermissionDenied("You do not have permission to create label queues.")
+    policies.check_can_create_queue(user)
     if max_annotators < 1:
         raise ValidationError("At least one annotator per question.")
     queue = Queue.objects.create(run=run, name=name, taxonomy_version=taxonomy_version, db_id=db_id,

@@ -11,7 +11,6 @@ import io
 import json
 
 from django.contrib import messages
-from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -19,6 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agent.textclean import csv_dict_writer, csv_writer
+from annotations import policies
 from annotations.labels import selectors, services
 from annotations.labels.forms import CorrectedGoldForm, QueueForm
 from annotations.labels.models import Category, Label, Queue, TaxonomyVersion
@@ -26,16 +26,15 @@ from annotations.runs.models import Run, RunItem
 from annotations.runs.selectors import run_item_with_results
 
 
-def _item(item_id: int) -> RunItem:
-    return get_object_or_404(RunItem.objects.select_related("run__dataset", "question__database", "session"),
-                             pk=item_id)
+def _item(request: HttpRequest, item_id: int) -> RunItem:
+    return policies.access_run_item(request.user, item_id)
 
 
 def _queue(request: HttpRequest, item: RunItem | None = None) -> Queue | None:
     queue_id = request.GET.get("queue") or request.POST.get("queue")
     if not queue_id or not str(queue_id).isdigit():
         return None
-    queue = Queue.objects.filter(pk=queue_id).select_related("run", "taxonomy_version").first()
+    queue = policies.visible_queues(request.user).filter(pk=queue_id).select_related("run", "taxonomy_version").first()
     if queue is not None and item is not None and queue.run_id != item.run_id:
         return None
     return queue
@@ -53,17 +52,17 @@ def _buttons_context(*, item: RunItem, user, version: TaxonomyVersion | None, su
     for c in categories:
         groups.setdefault(c.group, []).append({"category": c, "label": mine.get(c.pk), "suggested": suggested.get(c.key)})
     other_version = [lab for lab in mine.values() if version is None or lab.taxonomy_version_id != version.pk]
-    return {"item": item, "groups": groups, "error": error, "can_label": user.has_perm("annotations.add_label"),
+    return {"item": item, "groups": groups, "error": error, "can_label": policies.can_label(user),
             "other_version_labels": other_version, "label_count": len(mine)}
 
 
 def review(request: HttpRequest, item_id: int) -> HttpResponse:
-    item = _item(item_id)
+    item = _item(request, item_id)
     queue = _queue(request, item)
     version = _version(queue)
     # A GET writes nothing: the page takes its reservation (and records the suggestions shown) with a POST
     # to review_start when it loads; here the conflict is only looked up.
-    can_label = request.user.has_perm("annotations.add_label")
+    can_label = policies.can_label(request.user)
     conflict = (services.limit_conflict(item=item, user=request.user) or "") if can_label else ""
     results = run_item_with_results(item=item)
     suggested = selectors.item_suggestions(item=item, results=results)
@@ -96,7 +95,8 @@ def review(request: HttpRequest, item_id: int) -> HttpResponse:
 @require_POST
 def review_start(request: HttpRequest, item_id: int) -> HttpResponse:
     """Reserve the question for the reviewer and record the suggestions the page shows (sent by the page on load)."""
-    item = _item(item_id)
+    item = _item(request, item_id)
+    policies.check_can_label(request.user)
     suggested = selectors.item_suggestions(item=item, results=run_item_with_results(item=item))
     try:
         services.review_start(item=item, user=request.user, suggestions=suggested)
@@ -108,7 +108,7 @@ def review_start(request: HttpRequest, item_id: int) -> HttpResponse:
 @require_POST
 def review_leave(request: HttpRequest, item_id: int) -> HttpResponse:
     """Give the question back when the reviewer moves on (sent by the page before it navigates away)."""
-    services.reservation_release(item=_item(item_id), user=request.user)
+    services.reservation_release(item=_item(request, item_id), user=request.user)
     return HttpResponse(status=204)
 
 
@@ -118,7 +118,7 @@ def _refused(request: HttpRequest, template: str, context: dict, status: int) ->
 
 @require_POST
 def label_toggle(request: HttpRequest, item_id: int, category_id: int) -> HttpResponse:
-    item = _item(item_id)
+    item = _item(request, item_id)
     category = get_object_or_404(Category.objects.select_related("version"), pk=category_id)
     error, status = "", 200
     try:
@@ -137,7 +137,8 @@ def label_toggle(request: HttpRequest, item_id: int, category_id: int) -> HttpRe
 
 @require_POST
 def label_note(request: HttpRequest, item_id: int) -> HttpResponse:
-    item = _item(item_id)
+    item = _item(request, item_id)
+    policies.check_can_label(request.user)
     try:
         count = services.label_note_set(item=item, user=request.user, note=request.POST.get("note", ""))
     except PermissionDenied as exc:
@@ -149,7 +150,8 @@ def label_note(request: HttpRequest, item_id: int) -> HttpResponse:
 
 @require_POST
 def label_corrected(request: HttpRequest, item_id: int) -> HttpResponse:
-    item = _item(item_id)
+    item = _item(request, item_id)
+    policies.check_can_label(request.user)
     form = CorrectedGoldForm(request.POST)
     label = (Label.objects.filter(item=item, annotator=request.user, category__accepts_corrected_gold=True,
                                   is_final=False)
@@ -171,8 +173,10 @@ def label_corrected(request: HttpRequest, item_id: int) -> HttpResponse:
 
 
 def queue_list(request: HttpRequest) -> HttpResponse:
-    form = QueueForm(request.POST or None, initial={"taxonomy_version": selectors.default_taxonomy_version(),
+    form = QueueForm(request.POST or None, user=request.user, initial={"taxonomy_version": selectors.default_taxonomy_version(),
                                                     "run": request.GET.get("run")})
+    if request.method == "POST":
+        policies.check_can_create_queue(request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -184,11 +188,11 @@ def queue_list(request: HttpRequest) -> HttpResponse:
     queues = [{"queue": q, "progress": selectors.queue_progress(queue=q, user=request.user)}
               for q in selectors.queues_for_user(user=request.user)]
     return render(request, "annotations/labels/queue_list.html",
-                  {"queues": queues, "form": form, "can_create": request.user.has_perm("annotations.add_queue")})
+                  {"queues": queues, "form": form, "can_create": policies.can_create_queues(request.user)})
 
 
 def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    queue = get_object_or_404(Queue.objects.select_related("run", "taxonomy_version__taxonomy"), pk=pk)
+    queue = policies.access_queue(request.user, pk)
     todo = request.GET.get("show") == "todo"
     items = (selectors.queue_items_unlabelled_by(queue=queue, user=request.user) if todo
              else selectors.queue_items(queue=queue))
@@ -199,12 +203,13 @@ def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def queue_next(request: HttpRequest, pk: int) -> HttpResponse:
-    queue = get_object_or_404(Queue.objects.select_related("run"), pk=pk)
+    queue = policies.access_queue(request.user, pk)
     if not selectors.queue_is_for(queue=queue, user=request.user):
         messages.error(request, "This queue is assigned to other annotators.")
         return redirect("labels:queue_list")
     after = request.GET.get("after")
-    after_item = RunItem.objects.select_related("question").filter(pk=after).first() if after else None
+    after_item = (RunItem.objects.select_related("question").filter(pk=after, run_id=queue.run_id).first()
+                  if after and after.isdigit() else None)
     item = selectors.queue_next_item(queue=queue, user=request.user, after=after_item)
     if item is None and after_item is not None:
         item = selectors.queue_next_item(queue=queue, user=request.user)  # wrap around to skipped ones
@@ -225,7 +230,7 @@ def _annotator_ids(request: HttpRequest, run: Run) -> tuple[list, list[int]]:
 
 
 def agreement(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("dataset"), pk=pk)
+    run = policies.access_run(request.user, pk)
     annotators, ids = _annotator_ids(request, run)
     names = {a.pk: a.get_username() for a in annotators}
     disagreements = selectors.run_disagreements(run=run, annotator_ids=ids)
@@ -236,13 +241,13 @@ def agreement(request: HttpRequest, pk: int) -> HttpResponse:
         "run": run, "annotators": annotators, "chosen": ids,
         "agreement": selectors.run_agreement(run=run, annotator_ids=ids) if len(ids) >= 2 else None,
         "disagreements": disagreements, "categories": list(version.categories.all()) if version else [],
-        "can_adjudicate": request.user.has_perm("annotations.adjudicate_label")})
+        "can_adjudicate": policies.can_adjudicate(request.user)})
 
 
 @require_POST
-@permission_required("annotations.adjudicate_label", raise_exception=True)
 def adjudicate(request: HttpRequest, item_id: int) -> HttpResponse:
-    item = _item(item_id)
+    item = _item(request, item_id)
+    policies.check_can_adjudicate(request.user)
     categories = list(Category.objects.filter(pk__in=request.POST.getlist("category")))
     services.label_adjudicate(item=item, user=request.user, categories=categories)
     messages.success(request, f"Question {item.question.index}: final labels set.")
@@ -288,7 +293,7 @@ def _chart_link(run: Run, name: str, key: str) -> str:
 
 
 def dashboard(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("dataset"), pk=pk)
+    run = policies.access_run(request.user, pk)
     data = _charts(run)
     for name, chart in data["charts"].items():
         for row in chart["rows"]:
@@ -302,7 +307,7 @@ def dashboard(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def chart_csv(request: HttpRequest, pk: int, chart: str) -> HttpResponse:
-    run = get_object_or_404(Run, pk=pk)
+    run = policies.access_run(request.user, pk)
     data = _charts(run)
     charts = data["charts"]
     buffer = io.StringIO()
@@ -329,7 +334,7 @@ def _csv_response(buffer: io.StringIO, filename: str) -> HttpResponse:
 
 def questions(request: HttpRequest, pk: int) -> HttpResponse:
     """The questions behind one bar of a dashboard chart, each linked to its review page."""
-    run = get_object_or_404(Run.objects.select_related("dataset"), pk=pk)
+    run = policies.access_run(request.user, pk)
     filters = {k: request.GET.get(k, "") for k in ("category", "tables", "difficulty", "rounds", "last_tool")}
     items = selectors.chart_items(run=run, **filters)
     return render(request, "annotations/labels/questions.html",
@@ -338,12 +343,13 @@ def questions(request: HttpRequest, pk: int) -> HttpResponse:
 
 def overview(request: HttpRequest) -> HttpResponse:
     return render(request, "annotations/labels/overview.html", {
-        "across": selectors.runs_distribution(), "acceptance": selectors.suggestion_acceptance(),
+        "across": selectors.runs_distribution(runs=policies.visible_runs(request.user)),
+        "acceptance": selectors.suggestion_acceptance(runs=policies.visible_runs(request.user)),
         "queues": selectors.queues_for_user(user=request.user)[:20]})
 
 
 def export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
-    run = get_object_or_404(Run, pk=pk)
+    run = policies.access_run(request.user, pk)
     rows = selectors.export_rows(run=run)
     if fmt == "jsonl":
         response = StreamingHttpResponse((json.dumps(r) + "\n" for r in rows), content_type="application/x-ndjson")

@@ -33,8 +33,14 @@ class PredictionImportForm(forms.Form):
 
 
 class CompareForm(forms.Form):
-    a = forms.ModelChoiceField(queryset=Run.objects.all(), label="Run A")
-    b = forms.ModelChoiceField(queryset=Run.objects.all(), label="Run B")
+    a = forms.ModelChoiceField(queryset=Run.objects.none(), label="Run A")
+    b = forms.ModelChoiceField(queryset=Run.objects.none(), label="Run B")
+
+    def __init__(self, *args, user=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        from annotations import policies
+
+        self.fields["a"].queryset = self.fields["b"].queryset = policies.visible_runs(user)
 
 
 class RunLaunchForm(forms.Form):

@@ -22,6 +22,7 @@ from agent import services as agent_services
 from agent.hygiene import clean_instance
 from agent.metrics import f_nc
 from agent.models import Database, Turn
+from agent.services import locations as agent_locations
 from agent.services import sessions as session_services
 from agent.services.jobs import enqueue_on_commit
 from agent.strategies import STRATEGIES, create_strategy
@@ -125,7 +126,7 @@ IMPORT_BATCH = 2000
 
 
 def dataset_import(*, kind: str, path: str | Path, name: str, register_databases: bool = True,
-                   build_indexes: bool = True, progress: ImportProgress | None = None) -> Dataset:
+                   build_indexes: bool = True, progress: ImportProgress | None = None, user=None) -> Dataset:
     """Import (or re-import, idempotently) a dataset and register its databases under their db_id.
 
     Streaming and all-or-nothing: a JSONL/CSV file is read twice as a stream and never held in memory
@@ -141,7 +142,11 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
     On PostgreSQL the writes are one transaction. On the embedded SQLite app database each batch is
     its own short transaction, so logins and pages keep writing between batches (SQLite has one writer);
     a failure while writing a *new* dataset deletes it again, so nothing half-imported stays visible.
+    ``user``: the account importing through the web; the folder must then be inside a data directory, with the
+    same single refusal message as database registration (``agent/services/locations.py``).
     """
+    if user is not None:
+        path = agent_locations.data_path(str(path))
     path = Path(path).expanduser().resolve()
     if kind not in Dataset.Kind.values:
         raise ValidationError(f"Unknown dataset kind {kind!r}; expected one of {', '.join(Dataset.Kind.values)}")
@@ -167,7 +172,7 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
             if existing is None or existing.location != str(sqlite) or existing.column_descriptions != descriptions:
                 existing = agent_services.database_register(
                     name=db_id, location=str(sqlite), description=f"{kind} database {db_id}",
-                    column_descriptions=descriptions, refresh="sync" if build_indexes else "async")
+                    column_descriptions=descriptions, refresh="sync" if build_indexes else "async", user=user)
         databases[db_id] = existing if existing is not None and (sqlite is None or sqlite.is_file()) else None
     embedded = connection.vendor == "sqlite"
     created = not Dataset.objects.filter(name=name).exists()

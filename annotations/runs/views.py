@@ -3,37 +3,39 @@ from __future__ import annotations
 import difflib
 
 from django.contrib import messages
-from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from annotations import policies
 from annotations.runs import selectors, services
 from annotations.runs.forms import CompareForm, DatasetImportForm, PredictionImportForm, RunLaunchForm
-from annotations.runs.models import Dataset, Run, RunItem
+from annotations.runs.models import Run
 
 
 def dataset_list(request: HttpRequest) -> HttpResponse:
     form = DatasetImportForm(request.POST or None)
     if request.method == "POST":
-        if not request.user.has_perm("annotations.add_dataset"):
-            messages.error(request, "Only staff can import datasets (it reads files on the server).")
-        elif form.is_valid():
+        policies.check_can_import_dataset(request.user)
+        if form.is_valid():
             try:
-                dataset = services.dataset_import(**form.cleaned_data)
+                dataset = services.dataset_import(**form.cleaned_data, user=request.user)
             except ValidationError as exc:
                 form.add_error(None, " ".join(exc.messages))
             else:
                 messages.success(request, f"Imported {dataset.question_count} questions.")
                 return redirect(dataset)
     return render(request, "annotations/runs/dataset_list.html",
-                  {"datasets": Dataset.objects.all(), "form": form})
+                  {"datasets": policies.visible_datasets(request.user), "form": form,
+                   "can_import": policies.can_import_datasets(request.user)})
 
 
 def dataset_detail(request: HttpRequest, name: str) -> HttpResponse:
-    dataset = get_object_or_404(Dataset, name=name)
+    dataset = policies.access_dataset(request.user, name)
+    if request.method == "POST":
+        policies.check_can_upload_predictions(request.user, dataset)
     form = PredictionImportForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -55,12 +57,15 @@ def dataset_detail(request: HttpRequest, name: str) -> HttpResponse:
         entry["questions"] += 1
     return render(request, "annotations/runs/dataset_detail.html", {
         "dataset": dataset, "form": form, "launch": launch, "databases": databases.values(),
-        "run_table": selectors.dataset_run_table(dataset=dataset)})
+        "run_table": selectors.dataset_run_table(dataset=dataset),
+        "can_upload": policies.can_upload_predictions(request.user),
+        "can_launch": policies.can_launch_runs(request.user)})
 
 
 @require_POST
 def run_launch(request: HttpRequest, name: str) -> HttpResponse:
-    dataset = get_object_or_404(Dataset, name=name)
+    dataset = policies.access_dataset(request.user, name)
+    policies.check_can_launch_run(request.user, dataset)
     form = RunLaunchForm(request.POST, prefix="launch")
     if form.is_valid():
         data = form.cleaned_data
@@ -80,10 +85,9 @@ def run_launch(request: HttpRequest, name: str) -> HttpResponse:
 
 @require_POST
 def run_control(request: HttpRequest, pk: int, action: str) -> HttpResponse:
-    run = get_object_or_404(Run, pk=pk)
-    if run.created_by_id not in (None, request.user.pk) and not request.user.is_staff:
-        messages.error(request, "Only the person who started this run, or staff, can change it.")
-    elif action == "cancel":
+    run = policies.access_run(request.user, pk)
+    policies.check_can_control_run(request.user, run)
+    if action == "cancel":
         services.run_cancel(run=run)
         messages.info(request, "Run cancelled; running sessions stop after their current step.")
     elif action == "resume" and run.source == Run.Source.AGENT:
@@ -94,11 +98,12 @@ def run_control(request: HttpRequest, pk: int, action: str) -> HttpResponse:
 
 def run_list(request: HttpRequest) -> HttpResponse:
     return render(request, "annotations/runs/run_list.html",
-                  {"runs": Run.objects.select_related("dataset", "created_by"), "compare": CompareForm()})
+                  {"runs": policies.visible_runs(request.user).select_related("dataset", "created_by"),
+                   "compare": CompareForm(user=request.user)})
 
 
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("dataset"), pk=pk)
+    run = policies.access_run(request.user, pk)
     filters = {k: request.GET.get(k, "") for k in ("outcome", "db_id", "difficulty", "tables")}
     page = Paginator(selectors.run_items(run=run, **filters), 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
@@ -115,8 +120,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def run_item(request: HttpRequest, pk: int, item_id: int) -> HttpResponse:
-    item = get_object_or_404(RunItem.objects.select_related("run__dataset", "question__database", "session"),
-                             pk=item_id, run_id=pk)
+    item = policies.access_run_item(request.user, item_id, run_id=pk)
     results = selectors.run_item_with_results(item=item)
     diff = "\n".join(difflib.unified_diff(item.question.gold_sql.split(), (item.predicted_sql or "").split(),
                                           "gold", "predicted", lineterm="", n=100))
@@ -130,16 +134,16 @@ def run_item(request: HttpRequest, pk: int, item_id: int) -> HttpResponse:
 
 
 @require_POST
-@permission_required("annotations.change_run", raise_exception=True)
 def run_reevaluate(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run, pk=pk)
+    run = policies.access_run(request.user, pk)
+    policies.check_can_control_run(request.user, run)
     services.run_evaluate_queue(run=run)
     messages.info(request, "Evaluation queued.")
     return redirect(run)
 
 
 def run_compare(request: HttpRequest) -> HttpResponse:
-    form = CompareForm(request.GET or None)
+    form = CompareForm(request.GET or None, user=request.user)
     comparison = None
     if form.is_valid():
         comparison = selectors.run_compare(a=form.cleaned_data["a"], b=form.cleaned_data["b"])

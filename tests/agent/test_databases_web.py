@@ -31,9 +31,9 @@ def test_first_rows_of_a_table_are_served_as_a_partial(user_client, demo_databas
     assert user_client.get(reverse("table_rows", args=["chinook", "NoSuchTable"])).status_code == 404
 
 
-def test_cell_content_is_escaped(user_client, make_sqlite):
+def test_cell_content_is_escaped(user_client, user, make_sqlite, grant):
     path = make_sqlite("CREATE TABLE t (x TEXT); INSERT INTO t VALUES ('<script>alert(1)</script>');")
-    services.database_register(name="xss", location=str(path), refresh="sync")
+    grant(services.database_register(name="xss", location=str(path), refresh="sync"), user)
     html = user_client.get(reverse("table_rows", args=["xss", "t"])).content.decode()
     assert "<script>alert" not in html and "&lt;script&gt;" in html
 
@@ -53,11 +53,15 @@ def test_staff_can_register_from_the_browser(staff_client, chinook_copy, django_
     assert shop.status == Database.Status.READY and shop.table_count == 11
 
 
-def test_registering_a_file_that_is_not_sqlite_says_so(staff_client, tmp_path):
-    bogus = tmp_path / "notes.txt"
+def test_registering_a_file_that_is_not_sqlite_is_refused(staff_client, upload_dir):
+    from django.utils.html import escape
+
+    from agent.services.locations import REFUSED
+
+    bogus = upload_dir / "notes.txt"
     bogus.write_text("hello")
     response = staff_client.post(reverse("database_register"), {"name": "bogus", "location": str(bogus)})
-    assert "Not a SQLite database file" in response.content.decode()
+    assert escape(REFUSED) in response.content.decode()  # the one message for every refused location
     assert not Database.objects.filter(name="bogus").exists()
 
 
@@ -66,18 +70,20 @@ def test_plain_users_cannot_register(user_client, chinook_copy):
     assert user_client.post("/api/databases/", {"name": "x", "location": str(chinook_copy)}).status_code == 403
 
 
-def test_dsn_password_is_never_rendered(staff, user):
+def test_dsn_password_is_never_rendered(staff, user, grant):
     from django.test import Client
 
     dsn = "postgresql://reader:s3cret-pw@127.0.0.1:1/nowhere"
-    Database.objects.create(name="pg", engine="postgresql", location=dsn, status="error", status_message="down")
+    grant(Database.objects.create(name="pg", engine="postgresql", location=dsn, status="error",
+                                  status_message="down"), user)
     staff_client, user_client = Client(), Client()
     staff_client.force_login(staff)
     user_client.force_login(user)
     for client in (staff_client, user_client):
         for url in [reverse("database_list"), reverse("database_detail", args=["pg"]), "/api/databases/",
                     "/api/databases/pg/"]:
-            assert "s3cret-pw" not in client.get(url).content.decode(), url
+            response = client.get(url)
+            assert response.status_code == 200 and "s3cret-pw" not in response.content.decode(), url
     admin_page = staff_client.get(reverse("admin:agent_database_change", args=[Database.objects.get(name="pg").pk]))
     assert admin_page.status_code == 200 and "s3cret-pw" not in admin_page.content.decode()
 

@@ -9,8 +9,8 @@ from agent.models import Database
 pytestmark = pytest.mark.django_db
 
 
-def test_indexes_are_built_on_register_and_shown_on_the_database_page(user_client, chinook_copy):
-    db = services.database_register(name="music", location=str(chinook_copy), refresh="sync")
+def test_indexes_are_built_on_register_and_shown_on_the_database_page(user_client, user, chinook_copy, grant):
+    db = grant(services.database_register(name="music", location=str(chinook_copy), refresh="sync"), user)
     assert db.index_status == Database.IndexStatus.READY
     assert db.index_manifest["counts"]["tables"] == 11
     html = user_client.get(db.get_absolute_url()).content.decode()

@@ -4,16 +4,18 @@ import pytest
 from django.urls import reverse
 
 from agent.models import AgentSession
+from agent.roles import CURATOR
 from agent.services import sessions
 from annotations.exemplars import services as exemplar_services
 from annotations.exemplars.selectors import few_shot_for_version
+from tests.conftest import give_roles
 
 pytestmark = pytest.mark.django_db
 
 
 def test_session_records_the_version_and_prompts_with_its_exemplars(demo_database, replay_llm, django_user_model):
     author = django_user_model.objects.create_user("ana", password="pw-ana-123")
-    reviewer = django_user_model.objects.create_user("rex", password="pw-rex-123", is_staff=True)
+    reviewer = give_roles(django_user_model.objects.create_user("rex", password="pw-rex-123"), CURATOR)
     exemplar = exemplar_services.exemplar_create(user=author, database=demo_database,
                                                  question="How many albums has AC/DC?")
     exemplar_services.step_add(exemplar=exemplar, user=author, thought="Find the band.", action='SearchValue("AC/DC")')
@@ -43,7 +45,7 @@ def test_session_records_the_version_and_prompts_with_its_exemplars(demo_databas
 
 def test_a_versions_own_tool_description_is_sent_unless_a_tool_is_switched_off(demo_database, replay_llm,
                                                                               django_user_model):
-    author = django_user_model.objects.create_user("ana", password="pw-ana-123")
+    author = give_roles(django_user_model.objects.create_user("ana", password="pw-ana-123"), CURATOR)
     exemplar_set = exemplar_services.set_create(name="custom-desc", user=author)
     version = exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[], user=author,
                                             tool_description="CUSTOM TOOLS TEXT: use the tools wisely.")
@@ -65,7 +67,7 @@ def test_exemplar_set_versions_are_named_on_the_command_line_as_set_or_set_n(dem
 
     from annotations.exemplars.selectors import version_from_spec
 
-    author = django_user_model.objects.create_user("ana", password="pw-ana-123")
+    author = give_roles(django_user_model.objects.create_user("ana", password="pw-ana-123"), CURATOR)
     exemplar_set = exemplar_services.set_create(name="cli-set", user=author)
     v1 = exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[], user=author, tool_description="a")
     v2 = exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[], user=author, tool_description="b")

@@ -73,12 +73,14 @@ def test_api_rejects_bad_input_without_storing_anything(user_client, spider_data
     assert not AgentSession.objects.exists()
 
 
-def test_only_the_asker_or_staff_can_cancel(client, django_user_model, spider_database, replay_llm):
+def test_only_the_asker_or_staff_can_cancel(client, django_user_model, spider_database, replay_llm, grant):
     spider_database("concert_singer")
     replay_llm(SCRIPT)
     owner = django_user_model.objects.create_user("owner", password="pw-owner-1")
     other = django_user_model.objects.create_user("other", password="pw-other-1")
     from agent.models import Database
+
+    grant(Database.objects.get(name="concert_singer"), owner, other)  # both see it; only the owner may cancel
 
     session = sessions.session_create(database=Database.objects.get(name="concert_singer"), question="q",
                                       user=owner, enqueue=False)

@@ -1,5 +1,8 @@
 """Attacks on the PostgreSQL connector, against the real server, connected as a superuser (the worst case).
 
+These test the READ ONLY transaction layer on its own (``check_role=False``); by default the connector refuses a
+superuser outright (tests/agent/sql/test_pg_roles.py).
+
 Every attack gets a clear error and the target is unchanged afterwards,
 checked through a separate admin connection.
 """
@@ -60,7 +63,7 @@ def snapshot(dsn):
 @pytest.mark.parametrize("statement", WRITES)
 def test_write_through_execute_is_refused_and_changes_nothing(target, statement):
     before = snapshot(target)
-    with connect("postgresql", target) as db:
+    with connect("postgresql", target, check_role=False) as db:
         with pytest.raises(SQLError) as caught:
             db.execute(statement)
         assert str(caught.value)
@@ -72,7 +75,7 @@ def test_write_through_execute_is_refused_and_changes_nothing(target, statement)
 @pytest.mark.parametrize("statement", WRITES)
 def test_write_straight_at_the_engine_is_refused_and_changes_nothing(target, statement):
     before = snapshot(target)
-    with connect("postgresql", target) as db:
+    with connect("postgresql", target, check_role=False) as db:
         with pytest.raises(SQLError):
             db._run(statement, Limits(timeout_s=5))
         assert db.execute("SELECT count(*) FROM artist").rows == [(3200,)]
@@ -81,24 +84,25 @@ def test_write_straight_at_the_engine_is_refused_and_changes_nothing(target, sta
 
 @pytest.mark.postgres
 def test_read_only_transaction_is_what_refuses_a_write(target):
-    with connect("postgresql", target) as db:
+    with connect("postgresql", target, check_role=False) as db:
         with pytest.raises(ReadOnlyViolation, match="read-only"):
             db._run("SELECT nextval('counter')", Limits())
 
 
 @pytest.mark.postgres
 def test_pg_sleep_is_stopped_by_statement_timeout(target):
-    with connect("postgresql", target, limits=Limits(timeout_s=1)) as db:
+    with connect("postgresql", target, limits=Limits(timeout_s=1), check_role=False) as db:
         started = time.monotonic()
         with pytest.raises(QueryTimeout, match="time limit"):
-            db.execute("SELECT pg_sleep(60)")
+            # past the guard (which refuses pg_sleep): the engine's statement_timeout on its own
+            db._run("SELECT pg_sleep(60)", Limits(timeout_s=1))
         assert time.monotonic() - started < 5
         assert db.execute("SELECT 1").rows == [(1,)]
 
 
 @pytest.mark.postgres
 def test_endless_recursive_cte_is_stopped(target):
-    with connect("postgresql", target, limits=Limits(timeout_s=1)) as db:
+    with connect("postgresql", target, limits=Limits(timeout_s=1), check_role=False) as db:
         started = time.monotonic()
         with pytest.raises(QueryTimeout):
             db.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
@@ -107,7 +111,8 @@ def test_endless_recursive_cte_is_stopped(target):
 
 @pytest.mark.postgres
 def test_ten_million_row_cross_join_is_capped_with_bounded_memory(target):
-    with connect("postgresql", target, limits=Limits(timeout_s=30, max_rows=50, count_cap=20_000)) as db:
+    limits = Limits(timeout_s=30, max_rows=50, count_cap=20_000)
+    with connect("postgresql", target, limits=limits, check_role=False) as db:
         tracemalloc.start()
         result = db.execute("SELECT a.name, b.name FROM artist a CROSS JOIN artist b")  # 10.24 million rows
         _, peak = tracemalloc.get_traced_memory()
@@ -139,7 +144,7 @@ def test_select_only_role_can_read_but_not_write(target):
 
 @pytest.mark.postgres
 def test_introspection_reads_keys_counts_and_statistics(target):
-    with connect("postgresql", target) as db:
+    with connect("postgresql", target, check_role=False) as db:
         schema = db.introspect()
     album = schema.table("album")
     assert album.row_count == 500

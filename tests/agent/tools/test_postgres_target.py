@@ -24,10 +24,10 @@ INSERT INTO sales.orders VALUES (1, 1, 'gift wrap'), (2, 2, NULL);
 
 
 @pytest.mark.postgres
-def test_indexes_and_tools_on_postgres(pg_database: str, tmp_path: Path) -> None:
+def test_indexes_and_tools_on_postgres(pg_database: str, pg_reader, tmp_path: Path) -> None:
     with psycopg.connect(pg_database, autocommit=True) as conn:
         conn.execute(SETUP)
-    with connect("postgresql", pg_database) as db:
+    with connect("postgresql", pg_reader(("public", "sales"))) as db:
         manifest = build_indexes(db, tmp_path / "idx")
         assert manifest.counts["tables"] == 3 and manifest.counts["foreign_keys"] == 2
         assert manifest.counts["cells"] >= 300 + 2 + 2 + 1

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Group
 
+from agent.roles import ANNOTATOR, CURATOR
 from annotations.exemplars import services
 
 
 @pytest.fixture
 def author(django_user_model):
-    return django_user_model.objects.create_user("ana", "ana@example.com", "pw-ana-123")
+    """Writes exemplars: an Annotator."""
+    user = django_user_model.objects.create_user("ana", "ana@example.com", "pw-ana-123")
+    user.groups.add(Group.objects.get(name=ANNOTATOR))
+    return user
 
 
 @pytest.fixture
 def reviewer(django_user_model):
-    return django_user_model.objects.create_user("rex", "rex@example.com", "pw-rex-123", is_staff=True)
+    """Reviews and publishes them: a Curator."""
+    user = django_user_model.objects.create_user("rex", "rex@example.com", "pw-rex-123")
+    user.groups.add(Group.objects.get(name=CURATOR))
+    return user
 
 
 @pytest.fixture

@@ -1,8 +1,10 @@
 import pytest
 
+from agent.roles import ANNOTATOR
 from annotations.exemplars import selectors
 from annotations.models import Exemplar, ExemplarSetVersion
 from tests.browser import log_in
+from tests.conftest import give_roles
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -13,6 +15,7 @@ def settled(pg) -> None:
 
 
 def test_add_step_run_and_save(page, live_server, user, demo_database, tmp_path):
+    give_roles(user, ANNOTATOR)
     log_in(page, live_server, "ana", "pw-ana-123")
     page.goto(f"{live_server.url}/exemplars/")
     page.fill("#new-exemplar textarea[name=question]", "How many albums has AC/DC?")

@@ -2,9 +2,11 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from agent.models import AgentSession, Turn
+from agent.roles import CURATOR
 from agent.strategies.prompt import Exemplar as PromptExemplar
 from annotations.exemplars import selectors, services
 from annotations.models import Exemplar, ExemplarSetVersion
+from tests.conftest import give_roles
 
 pytestmark = pytest.mark.django_db
 
@@ -60,11 +62,11 @@ def test_review_rules(demo_database, author, reviewer, build_exemplar, django_us
     assert exemplar.state == Exemplar.State.IN_REVIEW
     with pytest.raises(PermissionDenied):  # not a reviewer
         services.exemplar_review(exemplar=exemplar, user=author, approve=True)
-    staff_author = django_user_model.objects.create_user("sta", password="x", is_staff=True)
-    own = build_exemplar(demo_database, staff_author)
-    services.exemplar_submit(exemplar=own, user=staff_author)
-    with pytest.raises(PermissionDenied):  # a reviewer cannot approve their own
-        services.exemplar_review(exemplar=own, user=staff_author, approve=True)
+    curator_author = give_roles(django_user_model.objects.create_user("sta", password="x"), CURATOR)
+    own = build_exemplar(demo_database, curator_author)
+    services.exemplar_submit(exemplar=own, user=curator_author)
+    with pytest.raises(PermissionDenied, match="your own"):  # a reviewer cannot approve their own
+        services.exemplar_review(exemplar=own, user=curator_author, approve=True)
     with pytest.raises(ValidationError):  # a rejection says why
         services.exemplar_review(exemplar=exemplar, user=reviewer, approve=False)
     services.exemplar_review(exemplar=exemplar, user=reviewer, approve=True, comment="good")

@@ -7,6 +7,9 @@ import importlib
 import pytest
 from django.contrib.auth.models import Group
 
+from agent.roles import ANNOTATOR, ensure_roles
+from tests.conftest import testers_group
+
 SCHEMA = """
 CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
 INSERT INTO singer VALUES (1, 'Joe', 'France', 30), (2, 'Ann', 'France', 40), (3, 'Bo', 'Japan', 25);
@@ -30,12 +33,13 @@ QUESTIONS = [
 
 
 @pytest.fixture
-def tiny_run(db, make_sqlite):
+def tiny_run(db, make_sqlite, grant):
     from agent import services as agent_services
     from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
 
     path = make_sqlite(SCHEMA, name="singers.sqlite")
     database = agent_services.database_register(name="singers", location=str(path), refresh="none")
+    grant(database, testers_group())
     dataset = Dataset.objects.create(name="tiny", kind="spider", source_path=str(path), question_count=5)
     run = Run.objects.create(name="tiny run", dataset=dataset, source="imported", status="done",
                              totals={"ex": 20.0, "correct": 1, "scored": 5, "questions": 5})
@@ -49,17 +53,18 @@ def tiny_run(db, make_sqlite):
 
 @pytest.fixture(autouse=True)
 def seeded(db):
-    """The seeded taxonomy and Annotators group (a transactional test elsewhere may have flushed them)."""
+    """The seeded taxonomy and roles (a transactional test elsewhere may have flushed them)."""
     from django.apps import apps
 
     migration = importlib.import_module("annotations.migrations.0005_seed_error_taxonomy")
     migration.seed(apps, None)
-    migration.annotators_group(apps, None)
+    ensure_roles()
 
 
 def make_annotator(django_user_model, username: str):
+    """An Annotator in the group the tiny run's database is granted to."""
     user = django_user_model.objects.create_user(username, f"{username}@example.com", f"pw-{username}-123")
-    user.groups.add(Group.objects.get(name="Annotators"))
+    user.groups.add(Group.objects.get(name=ANNOTATOR), testers_group())
     return user
 
 
@@ -70,4 +75,7 @@ def annotators(django_user_model):
 
 @pytest.fixture
 def viewer(django_user_model):
-    return django_user_model.objects.create_user("viewer", "viewer@example.com", "pw-viewer-123")
+    """A new account (default roles: Viewer, Asker) granted the tiny run's database: it reads, never labels."""
+    user = django_user_model.objects.create_user("viewer", "viewer@example.com", "pw-viewer-123")
+    user.groups.add(testers_group())
+    return user

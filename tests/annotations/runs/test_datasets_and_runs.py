@@ -7,9 +7,10 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from agent.models import Database
+from agent.roles import OPERATOR
 from annotations.runs import selectors, services
 from annotations.runs.models import Dataset, Run
-from tests.conftest import SPIDER_DIR
+from tests.conftest import SPIDER_DIR, give_roles
 
 pytestmark = pytest.mark.django_db
 
@@ -91,7 +92,8 @@ def test_results_item_and_compare_pages(user_client, spider_dev):
 
 
 @pytest.mark.shared_data
-def test_upload_predictions_in_the_browser_form(user_client, spider_dev, django_capture_on_commit_callbacks):
+def test_upload_predictions_in_the_browser_form(user_client, user, spider_dev, django_capture_on_commit_callbacks):
+    give_roles(user, OPERATOR)
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from t2s_site.celery import app

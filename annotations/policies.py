@@ -1,0 +1,229 @@
+"""Who may do what in the annotations app: exemplars, datasets, runs, labels, queues. Every rule lives here.
+
+Same conventions as ``agent/policies.py``: ``access_*`` return an object the user may see or raise ``Http404``
+(an object on a database the user was not granted looks missing); ``check_*`` raise ``PermissionDenied``;
+``can_*`` answer for templates. A dataset, run, run item, label or queue is visible only when every database
+its questions use is visible to the user; an exemplar, when its database is.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q, QuerySet
+from django.http import Http404
+
+from agent import policies as agent_policies
+from annotations.labels.models import Label, Queue
+from annotations.models import Exemplar, ExemplarSet
+from annotations.runs.models import Dataset, Run, RunItem
+
+
+def _active(user) -> bool:
+    return bool(user is not None and user.is_authenticated and user.is_active)
+
+
+def _perm(user, perm: str) -> bool:
+    return _active(user) and user.has_perm(perm)
+
+
+# --- capabilities ---------------------------------------------------------------------------------
+
+def can_author_exemplars(user) -> bool:
+    return _perm(user, "annotations.add_exemplar")
+
+
+def can_review_exemplars(user) -> bool:
+    """Curators review exemplars and publish sets (being staff is not enough)."""
+    return _perm(user, "annotations.review_exemplar")
+
+
+def can_create_sets(user) -> bool:
+    return _perm(user, "annotations.add_exemplarset")
+
+
+def can_label(user) -> bool:
+    return _perm(user, "annotations.add_label")
+
+
+def can_adjudicate(user) -> bool:
+    return _perm(user, "annotations.adjudicate_label")
+
+
+def can_create_queues(user) -> bool:
+    return _perm(user, "annotations.add_queue")
+
+
+def can_import_datasets(user) -> bool:
+    """Importing reads files on the server and registers databases: Operators."""
+    return _perm(user, "annotations.add_dataset")
+
+
+def can_launch_runs(user) -> bool:
+    return _perm(user, "annotations.add_run")
+
+
+def can_upload_predictions(user) -> bool:
+    return _perm(user, "annotations.add_run")
+
+
+def can_control_run(user, run: Run) -> bool:
+    """Cancel, resume or re-evaluate: Operators."""
+    return _perm(user, "annotations.change_run")
+
+
+# --- visibility -------------------------------------------------------------------------------------
+
+def _hidden_db_ids(user):
+    return agent_policies.hidden_databases(user).values("pk")
+
+
+def visible_datasets(user) -> QuerySet[Dataset]:
+    if not agent_policies.can_view(user):
+        return Dataset.objects.none()
+    if user.is_superuser:
+        return Dataset.objects.all()
+    return Dataset.objects.exclude(questions__database__in=_hidden_db_ids(user))
+
+
+def visible_runs(user) -> QuerySet[Run]:
+    return Run.objects.filter(dataset__in=visible_datasets(user).values("pk"))
+
+
+def visible_exemplars(user) -> QuerySet[Exemplar]:
+    if not agent_policies.can_view(user):
+        return Exemplar.objects.none()
+    if user.is_superuser:
+        return Exemplar.objects.all()
+    return Exemplar.objects.filter(Q(database__isnull=True)
+                                   | Q(database__in=agent_policies.visible_databases(user).values("pk")))
+
+
+def visible_labels(user) -> QuerySet[Label]:
+    return Label.objects.filter(item__run__in=visible_runs(user).values("pk"))
+
+
+def visible_queues(user) -> QuerySet[Queue]:
+    return Queue.objects.filter(run__in=visible_runs(user).values("pk"))
+
+
+def access_dataset(user, name: str) -> Dataset:
+    dataset = visible_datasets(user).filter(name=name).first()
+    if dataset is None:
+        raise Http404("No such dataset.")
+    return dataset
+
+
+def access_run(user, pk: int) -> Run:
+    run = visible_runs(user).select_related("dataset").filter(pk=pk).first()
+    if run is None:
+        raise Http404("No such run.")
+    return run
+
+
+def access_run_item(user, item_id: int, *, run_id: int | None = None) -> RunItem:
+    qs = RunItem.objects.select_related("run__dataset", "question__database", "session").filter(
+        run__in=visible_runs(user).values("pk"), pk=item_id)
+    if run_id is not None:
+        qs = qs.filter(run_id=run_id)
+    item = qs.first()
+    if item is None:
+        raise Http404("No such question.")
+    return item
+
+
+def access_queue(user, pk: int) -> Queue:
+    queue = visible_queues(user).select_related("run", "taxonomy_version__taxonomy").filter(pk=pk).first()
+    if queue is None:
+        raise Http404("No such queue.")
+    return queue
+
+
+def access_exemplar(user, pk: int) -> Exemplar:
+    exemplar = visible_exemplars(user).select_related("database", "author", "reviewer").filter(pk=pk).first()
+    if exemplar is None:
+        raise Http404("No such exemplar.")
+    return exemplar
+
+
+def access_exemplar_set(user, pk: int) -> ExemplarSet:
+    if not agent_policies.can_view(user):
+        raise Http404("No such set.")
+    exemplar_set = ExemplarSet.objects.filter(pk=pk).first()
+    if exemplar_set is None:
+        raise Http404("No such set.")
+    return exemplar_set
+
+
+# --- checks -------------------------------------------------------------------------------------------
+
+def check_can_author_exemplar(user) -> None:
+    if not can_author_exemplars(user):
+        raise PermissionDenied("Writing exemplars needs the Annotator or Curator role.")
+
+
+def can_edit_exemplar(user, exemplar: Exemplar) -> bool:
+    """Its author, or a Curator."""
+    return (_active(user) and exemplar.author_id == user.pk) or can_review_exemplars(user)
+
+
+def check_can_edit_exemplar(user, exemplar: Exemplar) -> None:
+    if not can_edit_exemplar(user, exemplar):
+        raise PermissionDenied("Only the author or a Curator can edit this exemplar.")
+
+
+def check_can_review_exemplar(user, exemplar: Exemplar) -> None:
+    if not can_review_exemplars(user):
+        raise PermissionDenied("Only Curators review exemplars.")
+    if exemplar.author_id is not None and exemplar.author_id == user.pk and not user.is_superuser:
+        raise PermissionDenied("You cannot approve your own exemplar; ask another reviewer.")
+
+
+def check_can_create_set(user) -> None:
+    if not can_create_sets(user):
+        raise PermissionDenied("Creating exemplar sets needs the Curator role.")
+
+
+def check_can_publish_set(user, exemplar_set: ExemplarSet) -> None:
+    """Publishing makes exemplars part of every prompt that uses the set: Curators only."""
+    if not can_review_exemplars(user):
+        raise PermissionDenied("Only Curators publish exemplar sets.")
+
+
+def check_can_label(user) -> None:
+    if not can_label(user):
+        raise PermissionDenied("Labelling needs the Annotator role.")
+
+
+def check_can_adjudicate(user) -> None:
+    if not can_adjudicate(user):
+        raise PermissionDenied("Adjudicating labels needs the Curator role.")
+
+
+def check_can_create_queue(user) -> None:
+    if not can_create_queues(user):
+        raise PermissionDenied("Creating label queues needs the Curator role.")
+
+
+def check_can_import_dataset(user) -> None:
+    if not can_import_datasets(user):
+        raise PermissionDenied("Importing datasets needs the Operator role (it reads files on the server).")
+
+
+def check_can_launch_run(user, dataset: Dataset) -> None:
+    """Runs spend LLM tokens on every question: Operators, on a dataset they can see."""
+    if not visible_datasets(user).filter(pk=dataset.pk).exists():
+        raise Http404("No such dataset.")
+    if not can_launch_runs(user):
+        raise PermissionDenied("Launching runs needs the Operator role.")
+
+
+def check_can_upload_predictions(user, dataset: Dataset) -> None:
+    if not visible_datasets(user).filter(pk=dataset.pk).exists():
+        raise Http404("No such dataset.")
+    if not can_upload_predictions(user):
+        raise PermissionDenied("Uploading predictions needs the Operator role.")
+
+
+def check_can_control_run(user, run: Run) -> None:
+    if not can_control_run(user, run):
+        raise PermissionDenied("Cancelling, resuming or re-evaluating runs needs the Operator role.")
