@@ -1,8 +1,17 @@
-"""A parse-level check that a statement is one read query.
+"""A parse-level check that a statement is one read query calling only allowed functions.
 
 This is an extra layer in front of the engines' own read-only enforcement
 (see ``sqlite.py`` and ``postgres.py``), never the only one: a query that
 slips past it still meets a read-only connection.
+
+Functions are an **allowlist** per dialect: aggregates, scalar string, number
+and date functions, casts, JSON accessors and window functions. Everything
+else is refused with a message naming the function: ``query_to_xml``,
+``dblink*``, ``lo_*``, the ``pg_*`` admin and file functions, ``set_config``,
+``current_setting``, advisory locks, ``load_extension``... A name is checked as
+the dialect spells it (sqlglot renders each parsed call back in the dialect,
+so ``ifnull`` and ``coalesce`` are one function), wherever it appears: select
+list, FROM (table functions), WHERE, window, schema-qualified or not.
 """
 
 from __future__ import annotations
@@ -37,9 +46,78 @@ _FORBIDDEN = (
     exp.Into,
     exp.LoadData,
 )
-_FORBIDDEN_FUNCTIONS = {"load_extension", "pg_sleep_for", "pg_read_file", "pg_read_binary_file", "lo_import", "lo_export",
-                        "set_config"}
+_COMMON_FUNCTIONS = frozenset("""
+count sum avg min max total group_concat string_agg array_agg bool_and bool_or every stddev stddev_pop stddev_samp
+variance var_pop var_samp percentile_cont percentile_disc mode corr covar_pop covar_samp bit_and bit_or median
+row_number rank dense_rank ntile lag lead first_value last_value nth_value percent_rank cume_dist
+length char_length character_length octet_length bit_length lower upper trim ltrim rtrim btrim substr substring
+replace instr position strpos concat concat_ws left right lpad rpad reverse repeat split_part initcap format printf
+char chr ascii unicode quote hex like glob regexp_replace regexp_like regexp_matches regexp_match regexp_substr
+starts_with translate md5 soundex to_char to_number to_date to_timestamp string_to_array array_to_string
+array_length cardinality unnest generate_series coalesce ifnull nullif iif if greatest least typeof
+abs round ceil ceiling floor trunc mod power pow sqrt exp ln log log10 log2 sign pi random cbrt degrees radians
+sin cos tan asin acos atan atan2 div width_bucket
+date time datetime julianday strftime unixepoch date_part date_trunc extract age make_date make_time
+make_timestamp justify_days justify_hours isfinite
+cast try_cast
+json json_extract json_array json_object json_array_length json_type json_valid json_each json_tree
+json_group_array json_group_object jsonb_extract_path jsonb_extract_path_text json_extract_path
+json_extract_path_text json_build_object json_build_array to_json to_jsonb json_agg jsonb_agg json_object_agg
+row_to_json
+""".split())
+
+# Per dialect: the common list plus what only that engine has (and that is as harmless).
+ALLOWED_FUNCTIONS: dict[str, frozenset[str]] = {
+    "sqlite": _COMMON_FUNCTIONS | frozenset({"likelihood", "likely", "unlikely", "zeroblob", "randomblob",
+                                             "sqlite_version"}),
+    "postgres": _COMMON_FUNCTIONS | frozenset({"now", "clock_timestamp", "statement_timestamp", "timeofday",
+                                               "to_ascii", "overlay", "encode", "decode", "array_position",
+                                               "array_positions", "array_remove", "array_append", "array_cat",
+                                               "array_upper", "array_lower", "string_to_table", "num_nulls",
+                                               "num_nonnulls", "scale", "gcd", "lcm", "factorial"}),
+}
+# SQL words that take parentheses but are not function calls (only used when a query cannot be parsed).
+_NOT_CALLS = frozenset("""
+select from where and or not in exists values any all some as on using join over filter within partition by
+order group having limit offset union intersect except case when then else end is null distinct table with
+recursive lateral array row interval
+""".split())
+_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_$]*)\s*\(")
 _LEADING_READ = re.compile(r"^\s*(\(\s*)*(select|with|values)\b", re.IGNORECASE)
+
+
+def _refuse(name: str) -> QueryRejected:
+    return QueryRejected(
+        f"Function {name}() is not allowed: queries may call aggregates, string, number and date functions, "
+        "casts, JSON accessors and window functions only.")
+
+
+def _call_name(node: exp.Func, dialect: str) -> str | None:
+    """The function's name as the dialect spells it, or None when it renders as an operator (``a || b``)."""
+    if isinstance(node, exp.Anonymous):
+        return node.name.lower()
+    match = _CALL.match(node.sql(dialect))
+    return match.group(1).lower() if match else None
+
+
+def _check_functions(tree: exp.Expression, dialect: str) -> None:
+    allowed = ALLOWED_FUNCTIONS.get(dialect, _COMMON_FUNCTIONS)
+    for node in tree.walk():
+        if isinstance(node, exp.Func):
+            name = _call_name(node, dialect)
+            if name is not None and name not in allowed:
+                raise _refuse(name)
+
+
+def _check_functions_in_text(text: str, dialect: str) -> None:
+    """For a statement sqlglot cannot parse: every ``name(`` in it (strings removed) must be allowed."""
+    allowed = ALLOWED_FUNCTIONS.get(dialect, _COMMON_FUNCTIONS)
+    bare = re.sub(r"'(?:[^']|'')*'", "''", text)
+    bare = re.sub(r'"(?:[^"]|"")*"', '""', bare)
+    for match in _CALL.finditer(bare):
+        name = match.group(1).lower()
+        if name not in _NOT_CALLS and name not in allowed:
+            raise _refuse(name)
 
 
 def check_read_only(sql: str, dialect: str) -> str:
@@ -57,6 +135,7 @@ def check_read_only(sql: str, dialect: str) -> str:
     except (ParseError, TokenError):
         if not _LEADING_READ.match(text):
             raise QueryRejected("Only a single SELECT query is allowed.") from None
+        _check_functions_in_text(text, dialect)
         return text
     if len(statements) != 1:
         raise QueryRejected(f"Only one statement per call is allowed; got {len(statements)}.")
@@ -66,8 +145,5 @@ def check_read_only(sql: str, dialect: str) -> str:
     for node in tree.walk():
         if isinstance(node, _FORBIDDEN):
             raise QueryRejected(f"Only read queries are allowed; found {node.key.upper()} inside the query.")
-        if isinstance(node, exp.Func):
-            name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
-            if name in _FORBIDDEN_FUNCTIONS:
-                raise QueryRejected(f"Function {name}() is not allowed.")
+    _check_functions(tree, dialect)
     return text
