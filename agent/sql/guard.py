@@ -58,6 +58,7 @@ array_length cardinality unnest generate_series coalesce ifnull nullif iif if gr
 abs round ceil ceiling floor trunc mod power pow sqrt exp ln log log10 log2 sign pi random cbrt degrees radians
 sin cos tan asin acos atan atan2 div width_bucket
 date time datetime julianday strftime unixepoch date_part date_trunc extract age make_date make_time
+year month day hour minute second quarter week dayofweek dayofmonth dayofyear weekday
 make_timestamp justify_days justify_hours isfinite
 cast try_cast
 json json_extract json_array json_object json_array_length json_type json_valid json_each json_tree

@@ -80,7 +80,7 @@ def test_exemplar_set_versions_are_named_on_the_command_line_as_set_or_set_n(dem
 
 def test_the_ask_page_and_the_api_offer_and_resolve_exemplar_set_versions(user_client, demo_database, replay_llm,
                                                                           django_user_model):
-    author = django_user_model.objects.create_user("eve", password="pw-eve-123")
+    author = give_roles(django_user_model.objects.create_user("eve", password="pw-eve-123"), CURATOR)
     exemplar_set = exemplar_services.set_create(name="web-set", user=author)
     version = exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[], user=author,
                                             tool_description="WEB SET TOOLS")
