@@ -29,6 +29,11 @@ DEFAULTS: dict[str, Any] = {
     # SQLite files the web, the API and the admin may register (browser uploads land in the first); commands may
     # name any readable file but the app's own data (agent/services/locations.py).
     "DATA_DIRS": [Path("var") / "uploads"],
+    # Spend bounds (agent/services/spend.py): session options never exceed these or the endpoint's record.
+    "MAX_ROUNDS_CEILING": 30,
+    "MAX_TOKENS_CEILING": 4096,  # when the endpoint's record sets none
+    # Environment variables an endpoint may read its API key from (shell patterns).
+    "API_KEY_ENV_ALLOWED": ["*_API_KEY"],
     # Roles (groups, agent/roles.py) every new account gets.
     "DEFAULT_ROLES": ["Viewer", "Asker"],
 }

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -25,17 +26,36 @@ name_validator = RegexValidator(
 )
 
 
+_SECRET_KEYS = ("password", "sslpassword", "passfile", "sslkey")
+# keyword DSNs: password=value, password = 'quoted value with \' escapes', any case
+_KEYWORD_SECRET = re.compile(r"(?i)\b(" + "|".join(_SECRET_KEYS) + r")\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
+
+
 def mask_dsn(dsn: str) -> str:
-    """The DSN with its password replaced, safe to render in the UI, the API and logs."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        # key=value form: hide password=... as well
-        return " ".join("password=***" if p.lower().startswith("password=") else p for p in dsn.split())
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"{parts.username}:***@{host}" if parts.username else f":***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """The DSN with every password replaced, safe to render in the UI, the API and logs.
+
+    Covers the userinfo (``user:pw@host``), ``password=`` (and ``sslpassword=``...) query parameters of a URL,
+    and keyword DSNs (``host=h password='p w'``)."""
+    if "://" not in dsn:
+        return _KEYWORD_SECRET.sub(lambda m: f"{m.group(1)}=***", dsn)
+    try:
+        parts = urlsplit(dsn)
+        port = parts.port
+    except ValueError:  # unparseable: hide everything after the scheme rather than risk showing a password
+        return dsn.split("://", 1)[0] + "://***"
+    netloc = parts.netloc
+    if parts.password is not None or "@" in netloc:
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        if port:
+            host = f"{host}:{port}"
+        user = parts.username or ""
+        netloc = f"{user}:***@{host}" if parts.password is not None else f"{user}@{host}"
+    query = "&".join(
+        f"{key}=***" if key.lower() in _SECRET_KEYS else (f"{key}={value}" if sep else key)
+        for key, sep, value in (item.partition("=") for item in parts.query.split("&") if item))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 class DatabaseQuerySet(models.QuerySet):
@@ -121,6 +141,26 @@ class Database(models.Model):
         return SchemaInfo.from_dict(self.schema) if self.schema else None
 
 
+def api_key_env_allowed(name: str) -> bool:
+    """Whether an endpoint may read its key from the environment variable ``name`` (empty: no key)."""
+    import fnmatch
+
+    from agent.conf import agent_settings
+
+    return not name or any(fnmatch.fnmatchcase(name, pattern) for pattern in agent_settings.API_KEY_ENV_ALLOWED)
+
+
+def check_api_key_env(name: str) -> None:
+    """Only variables the settings allow (default ``*_API_KEY``): never, say, the admin password's."""
+    from agent.conf import agent_settings
+
+    if not api_key_env_allowed(name):
+        patterns = ", ".join(agent_settings.API_KEY_ENV_ALLOWED)
+        raise ValidationError({"api_key_env": [
+            f"{name} cannot hold an API key: only environment variables named like {patterns} are read "
+            "(T2S_API_KEY_ENV_ALLOWED)."]})
+
+
 class LLMEndpoint(models.Model):
     """An OpenAI-compatible endpoint. The API key is never stored: only the name of the variable holding it."""
 
@@ -134,6 +174,10 @@ class LLMEndpoint(models.Model):
                                                help_text="USD per million prompt tokens; empty: cost unknown.")
     output_price_per_mtok = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
     max_concurrency = models.PositiveIntegerField(default=8, help_text="Concurrent calls allowed from runs.")
+    max_tokens = models.PositiveIntegerField(
+        default=4096, help_text="Ceiling on a call's max_tokens that a session's options may ask for.")
+    allowed_models = models.JSONField(
+        default=list, blank=True, help_text='Other models a session may choose on this endpoint, e.g. ["gpt-4o"].')
     is_default = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -146,6 +190,9 @@ class LLMEndpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.model})"
+
+    def clean(self) -> None:
+        check_api_key_env(self.api_key_env)
 
 
 class AgentSessionQuerySet(models.QuerySet):

@@ -208,6 +208,9 @@ T2S = {
     # A running session's worker touches it every HEARTBEAT_S; silent for STALE_AFTER_S means the worker died.
     "SESSION_HEARTBEAT_S": float(os.environ.get("T2S_SESSION_HEARTBEAT_S", "10")),
     "SESSION_STALE_AFTER_S": float(os.environ.get("T2S_SESSION_STALE_AFTER_S", "90")),
+    "MAX_ROUNDS_CEILING": int(os.environ.get("T2S_MAX_ROUNDS_CEILING", "30")),
+    "API_KEY_ENV_ALLOWED": [p.strip() for p in os.environ.get("T2S_API_KEY_ENV_ALLOWED", "*_API_KEY").split(",")
+                            if p.strip()],
     # Roles (groups) every new account gets; see the README's roles table.
     "DEFAULT_ROLES": [r.strip() for r in os.environ.get("T2S_DEFAULT_ROLES", "Viewer,Asker").split(",") if r.strip()],
 }

@@ -29,6 +29,7 @@ from django.utils import timezone
 from agent.conf import agent_settings
 from agent.llm import LLMClient, LLMSettings, Message, PriceTable
 from agent.models import AgentSession, Database, ExamplePool, LLMEndpoint, Turn
+from agent.services import spend
 from agent.strategies import STRATEGIES, FewShot, SessionContext, TurnRecord, create_strategy
 from agent.strategies.pool import PoolExample
 from agent.tools import IndexMissing
@@ -91,7 +92,8 @@ def endpoint_from_snapshot(snapshot: Mapping[str, Any]) -> LLMEndpoint:
 def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
     """A client per endpoint, shared by the sessions of this process (building one costs ~60 ms of TLS setup)."""
     key_env = snapshot.get("api_key_env") or ""
-    api_key = os.environ.get(key_env) if key_env else None
+    # Checked again when the key is read: a snapshot or record from before the allowlist sends nothing else.
+    api_key = os.environ.get(key_env) if key_env and spend.api_key_env_allowed(key_env) else None
     prices = snapshot.get("prices") or {}
     cache_key = (snapshot.get("base_url"), api_key, snapshot["model"], repr(sorted(prices.items())))
     with _clients_lock:
@@ -140,7 +142,12 @@ def session_create(
     config: dict[str, Any] = {}
     if not errors:
         try:
-            strategy_obj = create_strategy(strategy, dict(options or {}))
+            spend.check_api_key_env(endpoint.api_key_env)
+            defaults = create_strategy(strategy, {}).config.to_dict()
+            strategy_obj = create_strategy(strategy, spend.bounded_options(options or {}, endpoint=endpoint,
+                                                                           defaults=defaults))
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
         except (TypeError, ValueError) as exc:
             errors["options"] = [str(exc)]
         else:

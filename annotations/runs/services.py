@@ -24,6 +24,7 @@ from agent.metrics import f_nc
 from agent.models import Database, Turn
 from agent.services import locations as agent_locations
 from agent.services import sessions as session_services
+from agent.services import spend
 from agent.services.jobs import enqueue_on_commit
 from agent.strategies import STRATEGIES, create_strategy
 from agent.textclean import JSONTooDeep, clean_text, json_loads
@@ -364,13 +365,14 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
     """
     if strategy not in STRATEGIES:
         raise ValidationError({"strategy": [f"Unknown strategy; choose one of {', '.join(sorted(STRATEGIES))}."]})
-    try:
-        create_strategy(strategy, dict(options or {}))
-    except (TypeError, ValueError) as exc:
-        raise ValidationError({"options": [str(exc)]}) from None
     endpoint = session_services.default_llm_endpoint()
     if endpoint is None:
         raise ValidationError({"llm": ["No LLM endpoint is configured (see README)."]})
+    try:
+        defaults = create_strategy(strategy, {}).config.to_dict()
+        create_strategy(strategy, spend.bounded_options(options or {}, endpoint=endpoint, defaults=defaults))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError({"options": [str(exc)]}) from None
     questions = list(questions_for(dataset, db_ids=db_ids, limit=limit))
     if not questions:
         raise ValidationError("No question matches this selection.")
@@ -379,7 +381,7 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
         source, examples = pool_from_spec(pool)
         stored = session_services.example_pool_store(source=source, examples=examples)
         pool_snapshot = {**session_services.example_pool_snapshot(stored), "spec": pool}
-    concurrency = max_concurrency or endpoint.max_concurrency or DEFAULT_RUN_CONCURRENCY
+    concurrency = spend.run_concurrency(max_concurrency, endpoint=endpoint)
     with transaction.atomic():
         run = Run.objects.create(
             name=name, dataset=dataset, source=Run.Source.AGENT, strategy=strategy, status=Run.Status.RUNNING,

@@ -136,3 +136,25 @@ def test_a_registered_file_that_becomes_the_app_database_is_refused_at_connectio
     database.refresh_from_db()
     with pytest.raises(SQLError, match="Refused"):
         services.open_connector(database)
+
+
+def test_dsn_passwords_are_masked_in_every_form():
+    from agent.models import mask_dsn
+
+    assert mask_dsn("postgresql://u:pw@h:5432/d") == "postgresql://u:***@h:5432/d"
+    assert mask_dsn("postgresql://u@h/d?password=s3cret&sslmode=require") == \
+        "postgresql://u@h/d?password=***&sslmode=require"
+    assert mask_dsn("postgresql://h/d?PassWord=s3cret") == "postgresql://h/d?PassWord=***"
+    assert mask_dsn("host=h PASSWORD = 'p w\\' x' dbname=d") == "host=h PASSWORD=*** dbname=d"
+    assert mask_dsn("postgresql://u:p@[::1]:5/d") == "postgresql://u:***@[::1]:5/d"
+
+
+def test_a_query_parameter_password_is_never_shown(client, django_user_model, grant):
+    viewer = django_user_model.objects.create_user("vic", password="pw-vic-123")
+    grant(Database.objects.create(name="pgq", engine="postgresql", status="error",
+                                  location="postgresql://reader@127.0.0.1:1/nowhere?password=s3cret-pw"), viewer)
+    client.force_login(viewer)
+    for url in [reverse("database_list"), reverse("database_detail", args=["pgq"]), "/api/databases/",
+                "/api/databases/pgq/"]:
+        response = client.get(url)
+        assert response.status_code == 200 and "s3cret-pw" not in response.content.decode(), url
