@@ -143,6 +143,7 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
     On PostgreSQL the writes are one transaction. On the embedded SQLite app database each batch is
     its own short transaction, so logins and pages keep writing between batches (SQLite has one writer);
     a failure while writing a *new* dataset deletes it again, so nothing half-imported stays visible.
+
     ``user``: the account importing through the web; the folder must then be inside a data directory, with the
     same single refusal message as database registration (``agent/services/locations.py``).
     """

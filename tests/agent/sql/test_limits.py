@@ -160,11 +160,12 @@ def test_schema_statistics_survive_a_cell_past_the_value_limit(tmp_path):
 
 
 @pytest.fixture
-def pg_target(pg_database):
+def pg_target(pg_database, pg_reader):
+    """The target's DSN for a read-only role (the connector refuses a superuser)."""
     with psycopg.connect(pg_database, autocommit=True) as conn:
         conn.execute("CREATE TABLE t (id integer PRIMARY KEY, body text)")
         conn.execute("INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 100) g")
-    yield pg_database
+    yield pg_reader()
     # A server still inside a long function call (its client already gone) ends it before noticing;
     # wait for it so the throwaway database can be dropped.
     name = pg_database.rsplit("/", 1)[1]
