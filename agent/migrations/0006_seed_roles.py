@@ -19,7 +19,7 @@ def seed_roles(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agent", "0004_database_grants"),
+        ("agent", "0005_database_grants"),
         ("annotations", "0005_seed_error_taxonomy"),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),

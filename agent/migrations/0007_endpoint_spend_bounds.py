@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent', '0005_seed_roles'),
+        ('agent', '0006_seed_roles'),
     ]
 
     operations = [
