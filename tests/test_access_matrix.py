@@ -65,6 +65,7 @@ EXPECTATIONS: dict[str, Rule] = {
     "api-root": Rule({"GET": ALL}, api=True),
     # agent pages
     "home": Rule({"GET": ALL}),
+    "fidelity": Rule({"GET": ALL}),
     "ask": Rule({"GET": ALL, "POST": only(ASKER)}),
     "session_list": Rule({"GET": ALL}),
     "session_detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.session.pk}, scoped=True),
@@ -128,6 +129,8 @@ EXPECTATIONS: dict[str, Rule] = {
     # labels
     "labels:overview": Rule({"GET": ALL}),
     "labels:review": Rule({"GET": ALL}, kwargs=lambda w: {"item_id": w.item.pk}, scoped=True),
+    "labels:review_start": Rule({"POST": only(ANNOTATOR)}, kwargs=lambda w: {"item_id": w.item.pk}, scoped=True),
+    "labels:review_leave": Rule({"POST": ALL}, kwargs=lambda w: {"item_id": w.item.pk}, scoped=True),
     "labels:toggle": Rule({"POST": only(ANNOTATOR)}, kwargs=lambda w: {"item_id": w.item.pk,
                                                                       "category_id": w.category.pk}, scoped=True),
     "labels:note": Rule({"POST": only(ANNOTATOR)}, kwargs=lambda w: {"item_id": w.item.pk}, scoped=True),
