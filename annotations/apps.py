@@ -1,4 +1,18 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _publish_paper_sets(sender, using="default", **kwargs) -> None:
+    """After every migrate (first run, a fresh test database, a flushed one): the paper's exemplar sets."""
+    from django.db import router
+
+    from annotations.models import ExemplarSet
+
+    if not router.allow_migrate_model(using, ExemplarSet):
+        return
+    from annotations.exemplars.paper_sets import ensure_paper_sets
+
+    ensure_paper_sets()
 
 
 class AnnotationsConfig(AppConfig):
@@ -13,3 +27,5 @@ class AnnotationsConfig(AppConfig):
         from annotations.exemplars.selectors import VersionFewShotSource
 
         few_shot.register_source(VersionFewShotSource())
+
+        post_migrate.connect(_publish_paper_sets, sender=self, dispatch_uid="annotations_paper_sets")

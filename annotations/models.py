@@ -142,6 +142,9 @@ class ExemplarSetVersion(models.Model):
     tool_description = models.TextField(
         blank=True, help_text="Instruction text published with the set (e.g. an imported tool_desc.txt). "
                               "Empty: the agent's own generated tool description.")
+    tool_description_no_findpath = models.TextField(
+        blank=True, help_text="Instruction text for the ablation without FindShortestPath (the paper's "
+                              "tool_desc_no_findpath.txt, Table 10). Empty: the generated text is used then.")
     exemplars = models.JSONField(default=list)
     content_hash = models.CharField(max_length=64)
     note = models.TextField(blank=True)

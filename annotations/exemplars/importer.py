@@ -38,6 +38,7 @@ from . import selectors, services
 JSON_FORMAT = "t2s-studio/exemplar-set"
 JSON_FORMAT_VERSION = 1
 TOOL_DESC = "tool_desc.txt"
+TOOL_DESC_NO_FINDPATH = "tool_desc_no_findpath.txt"  # the set's text for the run without FindShortestPath
 SCHEMA_FILE = "schema.txt"
 
 _LABEL = re.compile(r"^(Q|Evidence|Thought|Action|Observation):[ \t]?(.*)$")
@@ -215,6 +216,7 @@ class ParsedDataset:
     tool_description: str
     databases: list[ParsedDatabaseFolder]
     skipped: list[str]
+    tool_description_no_findpath: str = ""
 
 
 def parse_dataset(folder: Path, *, tool_desc: str = TOOL_DESC) -> ParsedDataset:
@@ -227,6 +229,8 @@ def parse_dataset(folder: Path, *, tool_desc: str = TOOL_DESC) -> ParsedDataset:
     databases: list[ParsedDatabaseFolder] = []
     for entry in sorted(folder.iterdir()):
         if entry.is_file():
+            if entry.name == TOOL_DESC_NO_FINDPATH and tool_desc == TOOL_DESC:
+                continue  # kept with the set for the ablation without FindShortestPath (paper, Table 10)
             if entry.name != tool_desc:
                 skipped.append(f"{entry.name} (not the tool description in use; choose it with --tool-desc)"
                                if entry.name.startswith("tool_desc") else entry.name)
@@ -257,7 +261,11 @@ def parse_dataset(folder: Path, *, tool_desc: str = TOOL_DESC) -> ParsedDataset:
         problems.append(f"{folder}: no database folders.")
     if problems:
         raise ImportProblem(problems)
-    return ParsedDataset(folder.name, desc_path.read_text(encoding="utf-8").strip(), databases, skipped)
+    no_findpath = folder / TOOL_DESC_NO_FINDPATH
+    no_findpath_text = (no_findpath.read_text(encoding="utf-8").strip()
+                        if tool_desc == TOOL_DESC and no_findpath.is_file() else "")
+    return ParsedDataset(folder.name, desc_path.read_text(encoding="utf-8").strip(), databases, skipped,
+                         no_findpath_text)
 
 
 def dataset_folders(path: Path, *, tool_desc: str = TOOL_DESC) -> list[Path]:
@@ -351,6 +359,7 @@ def import_interactive_t2s(path: Path, *, user=None, name: str | None = None, da
                     result.warnings += tr.warnings
             result.versions.append(services.set_publish(
                 exemplar_set=exemplar_set, exemplars=rows, user=user, tool_description=ds.tool_description,
+                tool_description_no_findpath=ds.tool_description_no_findpath,
                 note=f"Imported from {ds.name} ({len(rows)} exemplars).", source=f"import: {ds.name}"))
             result.exemplar_count += len(rows)
             result.skipped += [f"{ds.name}/{s}" for s in ds.skipped]
@@ -367,7 +376,9 @@ def export_version(version: ExemplarSetVersion) -> dict[str, Any]:
         "format_version": JSON_FORMAT_VERSION,
         "set": {"name": version.exemplar_set.name, "description": version.exemplar_set.description},
         "version": {"number": version.number, "note": version.note, "source": version.source,
-                    "tool_description": version.tool_description, "content_hash": version.content_hash,
+                    "tool_description": version.tool_description,
+                    "tool_description_no_findpath": version.tool_description_no_findpath,
+                    "content_hash": version.content_hash,
                     "created_at": version.created_at.isoformat() if version.created_at else None,
                     "created_by": version.created_by.get_username() if version.created_by_id else None},
         "exemplars": [{k: item.get(k) for k in selectors.SNAPSHOT_KEYS} for item in version.exemplars],
@@ -438,6 +449,8 @@ def import_json(path: Path, *, user=None, name: str | None = None, databases: li
                 tags=services.parse_tags(item.get("tags") or []), source=f"import: {path.name} exemplars[{n}]"))
         version = services.set_publish(
             exemplar_set=exemplar_set, exemplars=rows, user=user,
-            tool_description=str(version_info.get("tool_description") or ""), note=str(version_info.get("note") or ""),
+            tool_description=str(version_info.get("tool_description") or ""),
+            tool_description_no_findpath=str(version_info.get("tool_description_no_findpath") or ""),
+            note=str(version_info.get("note") or ""),
             source=f"import: {path.name} ({set_info.get('name')} v{version_info.get('number')})")
     return ImportResult([version], len(rows), [], [])

@@ -62,10 +62,13 @@ def prompt_exemplar(exemplar: Exemplar) -> PromptExemplar:
     return PromptExemplar.from_dict({k: snap[k] for k in PROMPT_KEYS})
 
 
-def content_hash(*, tool_description: str, exemplars: Sequence[Mapping[str, Any]]) -> str:
+def content_hash(*, tool_description: str, exemplars: Sequence[Mapping[str, Any]],
+                 tool_description_no_findpath: str = "") -> str:
     """Hash of what a version publishes (ids of the source rows excluded, so an imported copy hashes the same)."""
-    body = {"tool_description": tool_description,
-            "exemplars": [{k: v for k, v in e.items() if k != "exemplar_id"} for e in exemplars]}
+    body: dict[str, Any] = {"tool_description": tool_description,
+                            "exemplars": [{k: v for k, v in e.items() if k != "exemplar_id"} for e in exemplars]}
+    if tool_description_no_findpath:  # absent from older versions' hashes, which stay valid
+        body["tool_description_no_findpath"] = tool_description_no_findpath
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 

@@ -342,7 +342,7 @@ def set_create(*, name: str, user, description: str = "") -> ExemplarSet:
 
 
 def set_publish(*, exemplar_set: ExemplarSet, exemplars: Sequence[Exemplar], user, tool_description: str = "",
-                note: str = "", source: str = "") -> ExemplarSetVersion:
+                note: str = "", source: str = "", tool_description_no_findpath: str = "") -> ExemplarSetVersion:
     """A new immutable version of the set holding a frozen copy of these approved exemplars, in this order."""
     if user is not None and user.is_authenticated:
         policies.check_can_publish_set(user, exemplar_set)
@@ -357,11 +357,14 @@ def set_publish(*, exemplar_set: ExemplarSet, exemplars: Sequence[Exemplar], use
             raise ValidationError(f"Only approved exemplars are published; not approved: {', '.join(not_approved)}.")
         items = [selectors.exemplar_snapshot(fresh[i]) for i in ids]
         tool_description = (tool_description or "").strip()
-        digest = selectors.content_hash(tool_description=tool_description, exemplars=items)
+        no_findpath = (tool_description_no_findpath or "").strip()
+        digest = selectors.content_hash(tool_description=tool_description, exemplars=items,
+                                        tool_description_no_findpath=no_findpath)
         latest = exemplar_set.versions.order_by("-number").first()
         if latest is not None and latest.content_hash == digest:
             raise ValidationError(f"Nothing changed since version {latest.number}.")
         return ExemplarSetVersion.objects.create(
             exemplar_set=exemplar_set, number=(latest.number + 1) if latest else 1,
-            tool_description=tool_description, exemplars=items, content_hash=digest, note=(note or "").strip(),
+            tool_description=tool_description, tool_description_no_findpath=no_findpath, exemplars=items,
+            content_hash=digest, note=(note or "").strip(),
             source=source, created_by=user if user is not None and user.is_authenticated else None)

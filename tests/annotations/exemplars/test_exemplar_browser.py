@@ -68,7 +68,7 @@ def test_add_step_run_and_save(page, live_server, user, demo_database, tmp_path)
     page.click("#submit-review")
     page.wait_for_selector("#state:has-text('In review')")
     page.screenshot(path=str(tmp_path / "console.png"), full_page=True)
-    exemplar = Exemplar.objects.get()
+    exemplar = Exemplar.objects.get(database=demo_database)
     assert exemplar.state == Exemplar.State.IN_REVIEW and exemplar.tags == ["1 join", "count"]
     assert [s.action.split("(")[0] for s in exemplar.steps.order_by("position")] == [
         "SearchValue", "ExecuteSQL", "Done"]
@@ -109,6 +109,6 @@ def test_build_a_two_shot_set_publish_and_preview_in_the_browser(page, live_serv
     assert "Q: Which artist has the most albums?" in page.inner_text("#message-user")
     assert "estimate" in page.inner_text("#prompt-tokens")
     page.screenshot(path=str(tmp_path / "preview.png"), full_page=False)
-    version = ExemplarSetVersion.objects.get()
+    version = ExemplarSetVersion.objects.get(exemplar_set__name="demo 2-shot")
     assert [e["exemplar_id"] for e in version.exemplars] == [shots[1].pk, shots[0].pk]
     assert selectors.exemplars_for_version(version)[0].question == "How many genres are there?"

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotations.exemplars import selectors
+from annotations.exemplars import paper_sets, selectors
 from annotations.exemplars.importer import ImportProblem, parse_trajectory
 from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion
 from tests.conftest import SHARED_DIR
@@ -40,7 +40,7 @@ def test_import_every_reference_folder(dataset):
 def test_import_keeps_steps_evidence_and_observations():
     call_command("import_exemplars", str(REFERENCE / "bird-with_evidence"), "--format", "interactive-t2s",
                  stdout=StringIO())
-    shot = selectors.exemplars_for_version(ExemplarSetVersion.objects.get())[0]
+    shot = selectors.exemplars_for_version(ExemplarSetVersion.objects.get(exemplar_set__name="bird-with_evidence"))[0]
     assert shot.question.startswith("Among the daylight savings areas in the Midwest region")
     assert shot.evidence.startswith("postal points refer to zip_code")
     assert [s.action.split("(")[0] for s in shot.steps] == [
@@ -53,7 +53,8 @@ def test_import_keeps_steps_evidence_and_observations():
 def test_a_folder_of_datasets_imports_one_set_each():
     call_command("import_exemplars", str(REFERENCE), "--format", "interactive-t2s", stdout=StringIO(),
                  stderr=StringIO())
-    assert sorted(ExemplarSet.objects.values_list("name", flat=True)) == DATASETS
+    imported = ExemplarSet.objects.exclude(name__in=paper_sets.FOLDERS).values_list("name", flat=True)
+    assert sorted(imported) == DATASETS
 
 
 def test_a_bad_file_is_reported_with_file_and_line_and_nothing_is_imported(tmp_path: Path):
@@ -64,10 +65,12 @@ def test_a_bad_file_is_reported_with_file_and_line_and_nothing_is_imported(tmp_p
     (dataset / "shop" / "good.txt").write_text('Q: How many?\nThought: count\nAction: ExecuteSQL("SELECT 1")\n'
                                                "Observation: [(1,)]\nThought: ok\nAction: Done\n")
     (dataset / "shop" / "bad.txt").write_text('Q: How many?\nThought: count\nAction: ExecuteSQL("SELECT 1\n')
+    before = (Exemplar.objects.count(), ExemplarSet.objects.count())  # the paper's sets, published at setup
     with pytest.raises(CommandError) as info:
         call_command("import_exemplars", str(dataset), "--format", "interactive-t2s", stdout=StringIO())
     assert "mine/shop/bad.txt:3: the action does not parse" in str(info.value)
-    assert not Exemplar.objects.exists() and not ExemplarSet.objects.exists()
+    assert (Exemplar.objects.count(), ExemplarSet.objects.count()) == before
+    assert not ExemplarSet.objects.filter(name="mine").exists()
 
 
 def test_parse_errors_name_the_line():

@@ -100,7 +100,7 @@ def test_only_approved_exemplars_are_published(demo_database, author, reviewer, 
     exemplar_set = services.set_create(name="demo", user=reviewer)
     with pytest.raises(ValidationError, match="Only approved"):
         services.set_publish(exemplar_set=exemplar_set, exemplars=[good, draft], user=reviewer)
-    assert not ExemplarSetVersion.objects.exists()
+    assert not ExemplarSetVersion.objects.filter(exemplar_set=exemplar_set).exists()
     version = services.set_publish(exemplar_set=exemplar_set, exemplars=[good], user=reviewer, note="first")
     assert version.number == 1 and version.exemplars[0]["exemplar_id"] == good.pk
 
@@ -155,7 +155,7 @@ def test_exemplars_for_version_feed_the_prompt(demo_database, reviewer, approved
     system = build_messages(schema=demo_database.schema_info(), question="q", exemplars=shots)[0].content
     assert 'Action: SearchValue("AC/DC")' in system
     assert selectors.version_token_estimate(version) > 100
-    assert list(selectors.published_versions()) == [version]
+    assert version in selectors.published_versions()
 
 
 def test_promote_a_session_into_a_draft(demo_database, author):

@@ -16,7 +16,7 @@ def test_console_flow_over_http(client, demo_database, author, reviewer):
     client.force_login(author)
     response = client.post(reverse("exemplars:exemplar_new"),
                            {"database": "chinook", "question": "How many albums has AC/DC?"})
-    exemplar = Exemplar.objects.get()
+    exemplar = Exemplar.objects.get(database=demo_database)
     assert response.url == exemplar.get_absolute_url()
     page = client.get(exemplar.get_absolute_url()).content.decode()
     assert 'id="add-step"' in page and '<option value="Artist.Name">' in page  # schema autocomplete
@@ -91,7 +91,7 @@ def test_publishing_a_draft_through_the_page_is_refused(client, demo_database, r
     exemplar_set = services.set_create(name="s", user=reviewer)
     client.force_login(reviewer)
     client.post(reverse("exemplars:set_publish", args=[exemplar_set.pk]), {f"position_{draft.pk}": "1"})
-    assert not ExemplarSetVersion.objects.exists()
+    assert not ExemplarSetVersion.objects.filter(exemplar_set=exemplar_set).exists()
 
 
 def test_promote_session_url(client, demo_database, author):
@@ -102,7 +102,7 @@ def test_promote_session_url(client, demo_database, author):
     url = f"/exemplars/promote/session/{session.pk}/"
     assert client.get(url).status_code == 405
     response = client.post(url)
-    exemplar = Exemplar.objects.get()
+    exemplar = Exemplar.objects.get(database=demo_database)
     assert response.url == exemplar.get_absolute_url() and exemplar.author == author
 
 
