@@ -101,7 +101,10 @@ class SessionCreateSerializer(serializers.Serializer):
     strategy = serializers.CharField(required=False, default="interactive_t2s")
     exemplar_set_version = serializers.IntegerField(
         required=False, allow_null=True, default=None,
-        help_text="Id of a published exemplar set version (few-shot trajectories); none: zero-shot.")
+        help_text="Id of a published exemplar set version (few-shot trajectories). None: interactive_t2s uses "
+                  "the paper's 2-shot set that fits the database (Spider, or BIRD for a BIRD database).")
+    zero_shot = serializers.BooleanField(required=False, default=False,
+                                         help_text="No exemplars at all (overrides the default set).")
     options = serializers.DictField(required=False, default=dict,
                                     help_text="Strategy config overrides, e.g. {\"max_rounds\": 8, "
                                     "\"enabled_tools\": [\"SearchColumn\", \"ExecuteSQL\"]}.")

@@ -17,7 +17,7 @@ STRATEGY_LABELS = {
 
 
 def few_shot_choices() -> list[tuple[object, str]]:
-    return [("", "none (zero-shot)"), *few_shot.choices()]
+    return [("", "the paper's set for this database (default)"), *few_shot.choices()]
 
 
 def tool_choices() -> list[tuple[str, str]]:
@@ -51,7 +51,9 @@ class AskForm(forms.Form):
     strategy = forms.ChoiceField(choices=strategy_choices)
     exemplar_set_version = forms.TypedChoiceField(
         choices=few_shot_choices, coerce=int, required=False, empty_value=None, label="Exemplar set",
-        help_text="Few-shot trajectories from a published set version (the paper uses 2).")
+        help_text="Few-shot trajectories from a published set version. Interactive-T2S uses the paper's 2-shot "
+                  "set (Spider, or BIRD for a BIRD database) unless you pick another or ask for zero-shot.")
+    zero_shot = forms.BooleanField(required=False, label="Zero-shot (no exemplars)")
     max_rounds = forms.IntegerField(min_value=1, max_value=30, required=False,
                                     widget=forms.NumberInput(attrs={"placeholder": "paper default"}))
     temperature = forms.FloatField(min_value=0, max_value=2, required=False,

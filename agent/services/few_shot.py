@@ -26,6 +26,10 @@ class FewShotSource(Protocol):
         """``SET`` (newest version) or ``SET:N`` / ``SET:vN``, as the command line takes it."""
         ...
 
+    def default_for(self, database, *, use_evidence: bool = True) -> FewShot | None:
+        """The exemplars a session on ``database`` gets when none are chosen (the paper's set that fits)."""
+        ...
+
 
 _source: FewShotSource | None = None
 
@@ -45,3 +49,7 @@ def by_id(pk: int) -> FewShot | None:
 
 def by_name(spec: str) -> FewShot | None:
     return _source.by_name(spec) if _source is not None else None
+
+
+def default_for(database, *, use_evidence: bool = True) -> FewShot | None:
+    return _source.default_for(database, use_evidence=use_evidence) if _source is not None else None

@@ -34,6 +34,7 @@ from agent.strategies import STRATEGIES, FewShot, SessionContext, TurnRecord, cr
 from agent.strategies.pool import PoolExample
 from agent.tools import IndexMissing
 
+from . import few_shot as few_shot_source
 from .databases import toolbox_for
 from .jobs import enqueue_on_commit
 
@@ -111,14 +112,16 @@ def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
 def session_create(
     *, database: Database, question: str, evidence: str = "", strategy: str = "interactive_t2s",
     options: Mapping[str, Any] | None = None, user=None, endpoint: LLMEndpoint | None = None,
-    few_shot: FewShot | None = None, enqueue: bool = True, example_pool: ExamplePool | None = None,
-    question_key: str | None = None,
+    few_shot: FewShot | None = None, zero_shot: bool = False, enqueue: bool = True,
+    example_pool: ExamplePool | None = None, question_key: str | None = None,
 ) -> AgentSession:
     """Validate, snapshot the configuration, store the session, and queue it after commit.
 
     ``few_shot`` holds the exemplars, resolved by the caller (e.g. from an immutable exemplar set
     version, see ``agent.services.few_shot``); the snapshot keeps them and where they came from, so
-    a resumed session prompts with the same ones.
+    a resumed session prompts with the same ones. Without them, the Interactive-T2S agent gets the
+    paper's set that fits the database (the paper is always 2-shot; ``few_shot_source.default_for``)
+    unless ``zero_shot`` asks for none; the snapshot's ``exemplars_choice`` says which happened.
     ``example_pool`` is what retrieving strategies draw examples from; ``question_key`` is this question's
     key in such a pool (a run over a dataset sets it), never retrieved (leave-one-out).
     """
@@ -151,10 +154,16 @@ def session_create(
         except (TypeError, ValueError) as exc:
             errors["options"] = [str(exc)]
         else:
+            choice = "chosen" if few_shot is not None else "zero-shot"
+            if few_shot is None and not zero_shot and strategy == DEFAULT_EXEMPLARS_STRATEGY:
+                few_shot = few_shot_source.default_for(
+                    database, use_evidence=bool(getattr(strategy_obj.config, "use_evidence", True)))
+                choice = "default" if few_shot is not None else "zero-shot (no paper set published)"
             config = {"strategy": strategy_obj.config.to_dict(), "llm": llm_snapshot(endpoint),
                       "exemplar_set_version": dict(few_shot.source) if few_shot and few_shot.source else None,
                       "few_shot": few_shot.to_dict() if few_shot else None,
-                      "example_pool": example_pool_snapshot(example_pool), "question_key": question_key}
+                      "example_pool": example_pool_snapshot(example_pool), "question_key": question_key,
+                      "exemplars_choice": choice}
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
@@ -198,6 +207,11 @@ def _pool_examples(pool_id: int, digest: str) -> tuple[PoolExample, ...]:
 def _example_pool(config: Mapping[str, Any]) -> tuple[PoolExample, ...]:
     snapshot = config.get("example_pool")
     return _pool_examples(int(snapshot["id"]), str(snapshot["digest"])) if snapshot else ()
+
+
+# The paper's exemplar sets are trajectories of its ReAct agent; the pipeline strategies take a set only when
+# one is picked (their papers prompt differently).
+DEFAULT_EXEMPLARS_STRATEGY = "interactive_t2s"
 
 
 def session_enqueue(*, session: AgentSession) -> None:
@@ -311,7 +325,8 @@ def session_execute(*, session_id: int) -> None:
         ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
                              exemplars=few_shot.exemplars, tool_description=few_shot.tool_description,
                              example_pool=_example_pool(session.config),
-                             question_key=session.config.get("question_key") or None)
+                             question_key=session.config.get("question_key") or None,
+                             tool_description_no_findpath=few_shot.tool_description_no_findpath)
         last_messages = list(previous[-1].messages) if previous else []
         deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
 

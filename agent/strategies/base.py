@@ -52,6 +52,7 @@ class SessionContext:
     # left out of retrieval (leave-one-out when the pool is the dataset being run).
     example_pool: tuple[Any, ...] = ()
     question_key: str | None = None
+    tool_description_no_findpath: str | None = None  # the set's text for the run without FindShortestPath
 
 
 @dataclass(frozen=True)

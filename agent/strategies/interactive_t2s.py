@@ -218,7 +218,8 @@ class InteractiveT2S(Strategy):
         return build_messages(schema=ctx.schema, question=ctx.question, evidence=ctx.evidence,
                               exemplars=ctx.exemplars, enabled_tools=cfg.enabled_tools,
                               use_evidence=cfg.use_evidence, history=history,
-                              custom_tool_description=ctx.tool_description)
+                              custom_tool_description=ctx.tool_description,
+                              custom_tool_description_no_findpath=ctx.tool_description_no_findpath)
 
     def _stop(self, turns: Sequence[TurnRecord], status: Status, error: str) -> Outcome:
         sql, result = _final(turns)

@@ -69,15 +69,19 @@ class FewShot:
     exemplars: tuple[Exemplar, ...] = ()
     tool_description: str | None = None
     source: Mapping[str, Any] | None = None
+    tool_description_no_findpath: str | None = None  # the source's text for the run without FindShortestPath
+    databases: tuple[str | None, ...] = ()  # each exemplar's database name (to run its calls again there)
 
     def to_dict(self) -> dict[str, Any]:
         return {"exemplars": [e.to_dict() for e in self.exemplars], "tool_description": self.tool_description,
-                "source": dict(self.source) if self.source is not None else None}
+                "source": dict(self.source) if self.source is not None else None,
+                "tool_description_no_findpath": self.tool_description_no_findpath,
+                "databases": list(self.databases)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FewShot:
         return cls(tuple(Exemplar.from_dict(e) for e in d.get("exemplars") or ()), d.get("tool_description") or None,
-                   d.get("source"))
+                   d.get("source"), d.get("tool_description_no_findpath") or None, tuple(d.get("databases") or ()))
 
 
 # --- tool description -----------------------------------------------------------
@@ -187,16 +191,47 @@ def render_exemplar(exemplar: Exemplar, *, use_evidence: bool) -> str:
     return "\n".join(lines)
 
 
+ABLATION_TOOL = "FindShortestPath"  # the paper's Table 10 switches this one off
+
+
+def without_disabled_steps(exemplar: Exemplar, enabled_tools: Sequence[str]) -> Exemplar:
+    """The exemplar without the steps that call a switched-off tool (the Table 10 ablation drops the
+    exemplars' FindShortestPath steps: the model must not be shown a tool it cannot call)."""
+    enabled = set(enabled_tool_names(enabled_tools))
+    kept = tuple(s for s in exemplar.steps if (step_tool(s.action) or DONE) in enabled | {DONE})
+    if len(kept) == len(exemplar.steps):
+        return exemplar
+    return Exemplar(exemplar.schema_text, exemplar.question, exemplar.evidence, kept, exemplar.final_sql)
+
+
+_CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\(")
+
+
+def step_tool(action: str) -> str | None:
+    """The tool a step's action calls (None for Done or text that is no call)."""
+    match = _CALL.match(action or "")
+    return match.group(1) if match and match.group(1) in enabled_tool_names(None) else None
+
+
 def system_prompt(exemplars: Sequence[Exemplar], *, enabled_tools: Sequence[str] | None = None,
                   dialect: str = "SQLite", use_evidence: bool = False,
-                  custom_tool_description: str | None = None) -> str:
+                  custom_tool_description: str | None = None,
+                  custom_tool_description_no_findpath: str | None = None) -> str:
     """Tool description + exemplars. A custom description (e.g. an exemplar set's, like the paper's
-    tool_desc.txt) replaces ours only when every tool is enabled: it would describe a switched-off tool."""
+    tool_desc.txt) replaces ours only when every tool is enabled: it would describe a switched-off tool.
+    With every tool but FindShortestPath, the set's own no-findpath text (the paper's
+    tool_desc_no_findpath.txt) is used when it has one. Exemplar steps calling a switched-off tool are dropped."""
+    tools = enabled_tool_names(enabled_tools)
     custom = (custom_tool_description or "").strip()
-    if custom and enabled_tool_names(enabled_tools) == enabled_tool_names(None):
+    custom_no_findpath = (custom_tool_description_no_findpath or "").strip()
+    if custom and tools == enabled_tool_names(None):
         parts = [custom]
+    elif custom_no_findpath and tools == tuple(n for n in enabled_tool_names(None) if n != ABLATION_TOOL):
+        parts = [custom_no_findpath]
     else:
         parts = [tool_description(enabled_tools, dialect=dialect, use_evidence=use_evidence)]
+    if tools != enabled_tool_names(None):
+        exemplars = [without_disabled_steps(ex, tools) for ex in exemplars]
     if exemplars:
         parts.append("Here are some examples:")
         for i, ex in enumerate(exemplars, 1):
@@ -226,6 +261,7 @@ def build_messages(
     dialect: str | None = None,
     history: Sequence[tuple[str, str]] = (),
     custom_tool_description: str | None = None,
+    custom_tool_description_no_findpath: str | None = None,
 ) -> list[Message]:
     """The exact messages sent to the model; ``history`` holds (assistant step text, observation) pairs.
 
@@ -236,7 +272,8 @@ def build_messages(
         dialect = dialect_label(schema.engine) if isinstance(schema, SchemaInfo) else "SQLite"
     messages = [
         Message("system", system_prompt(exemplars, enabled_tools=enabled_tools, dialect=dialect,
-                                        use_evidence=use_evidence, custom_tool_description=custom_tool_description)),
+                                        use_evidence=use_evidence, custom_tool_description=custom_tool_description,
+                                        custom_tool_description_no_findpath=custom_tool_description_no_findpath)),
         Message("user", user_prompt(schema, question, evidence, use_evidence=use_evidence)),
     ]
     for step_text, observation in history:

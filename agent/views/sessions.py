@@ -27,7 +27,7 @@ def ask(request: HttpRequest) -> HttpResponse:
                 database=form.cleaned_data["database"], question=form.cleaned_data["question"],
                 evidence=form.cleaned_data["evidence"], strategy=form.cleaned_data["strategy"],
                 options=form.options(), user=request.user,
-                few_shot=form.few_shot(),
+                few_shot=form.few_shot(), zero_shot=form.cleaned_data["zero_shot"],
             )
         except ValidationError as exc:
             for field, errors in exc.message_dict.items():

@@ -144,7 +144,9 @@ def few_shot_for_version(version: ExemplarSetVersion) -> FewShot:
     """A version's exemplars and tool text as the plain data a session takes (versions are immutable)."""
     return FewShot(exemplars_for_version(version), version.tool_description or None,
                    {"id": version.pk, "set_id": version.exemplar_set_id, "set": version.exemplar_set.name,
-                    "number": version.number, "exemplars": len(version.exemplars)})
+                    "number": version.number, "exemplars": len(version.exemplars)},
+                   version.tool_description_no_findpath or None,
+                   tuple(item.get("database") for item in version.exemplars))
 
 
 class VersionFewShotSource:
@@ -160,6 +162,12 @@ class VersionFewShotSource:
 
     def by_name(self, spec: str) -> FewShot | None:
         version = version_from_spec(spec)
+        return few_shot_for_version(version) if version is not None else None
+
+    def default_for(self, database, *, use_evidence: bool = True) -> FewShot | None:
+        from .paper_sets import default_version
+
+        version = default_version(database=database, use_evidence=use_evidence)
         return few_shot_for_version(version) if version is not None else None
 
 

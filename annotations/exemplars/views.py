@@ -362,7 +362,8 @@ def version_preview(request: HttpRequest, set_id: int, number: int) -> HttpRespo
             schema=schema, question=form.cleaned_data["question"], evidence=form.cleaned_data["evidence"] or None,
             exemplars=selectors.exemplars_for_version(version), enabled_tools=form.cleaned_data["tools"],
             use_evidence=form.cleaned_data["use_evidence"], dialect=dialect_label(database.engine),
-            custom_tool_description=version.tool_description or None)
+            custom_tool_description=version.tool_description or None,
+            custom_tool_description_no_findpath=version.tool_description_no_findpath or None)
         context.update(messages_out=[(m, estimate_tokens(m.content)) for m in msgs],
                        total_tokens=estimate_message_tokens(msgs), database=database)
     return render(request, "annotations/version_preview.html", context)

@@ -46,8 +46,11 @@ class CompareForm(forms.Form):
 class RunLaunchForm(forms.Form):
     name = forms.CharField(max_length=200)
     strategy = forms.ChoiceField(choices=())
-    exemplar_set_version = forms.ModelChoiceField(queryset=None, required=False, empty_label="none (zero-shot)",
-                                                  label="Exemplar set")
+    exemplar_set_version = forms.ModelChoiceField(
+        queryset=None, required=False, empty_label="the paper's set for this dataset (default)", label="Exemplar set",
+        help_text="Interactive-T2S: the paper's 2-shot set for Spider or BIRD (with or without evidence) unless you "
+                  "pick another; the other strategies use a set only when one is picked.")
+    zero_shot = forms.BooleanField(required=False, label="Zero-shot (no exemplars)")
     limit = forms.IntegerField(min_value=1, required=False, help_text="Only the first N questions (a sample).")
     db_ids = forms.CharField(required=False, label="Databases",
                              help_text="Comma-separated db_ids to restrict to; empty: all.")

@@ -209,3 +209,15 @@ def run_item_with_results(*, item: RunItem, max_rows: int = 200):
 
 def _norm(value: Any) -> Any:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+def run_exemplars(*, run: Run) -> dict[str, Any] | None:
+    """Which exemplars a run of our strategies used: the version (or none) and how it was chosen."""
+    if run.source != Run.Source.AGENT:
+        return None
+    from annotations.models import ExemplarSetVersion
+
+    pk = (run.config or {}).get("exemplar_set_version")
+    version = ExemplarSetVersion.objects.select_related("exemplar_set").filter(pk=pk).first() if pk else None
+    choice = (run.config or {}).get("exemplars_choice") or ("chosen" if pk else "zero-shot")
+    return {"version": version, "choice": choice}

@@ -353,13 +353,15 @@ RETRYABLE_SESSION = ("failed", "llm_error", "cancelled")
 
 
 def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactive_t2s",
-                     options: dict | None = None, exemplar_set_version=None, user=None,
+                     options: dict | None = None, exemplar_set_version=None, zero_shot: bool = False, user=None,
                      db_ids: Sequence[str] = (), limit: int | None = None, max_concurrency: int | None = None,
                      spend_cap: float | None = None, pool: str | None = None) -> Run:
     """A run of one of our strategies over (a sample of) a dataset: one agent session per question.
 
     ``pool`` (see ``annotations.runs.pools``) is the example pool of retrieving strategies; it is resolved
     and stored once, recorded in the run's snapshot, and each session leaves its own question out.
+    Without a chosen exemplar set the Interactive-T2S agent gets the paper's set for the dataset (Spider;
+    BIRD with or without evidence as ``options["use_evidence"]`` says), unless ``zero_shot``.
 
     Sessions are started by ``run_dispatch`` a few at a time (the endpoint's concurrency limit), so a
     1000-question run does not flood the LLM; a spend cap stops starting new ones once reached.
@@ -383,13 +385,21 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
         stored = session_services.example_pool_store(source=source, examples=examples)
         pool_snapshot = {**session_services.example_pool_snapshot(stored), "spec": pool}
     concurrency = spend.run_concurrency(max_concurrency, endpoint=endpoint)
+    choice = "chosen" if exemplar_set_version is not None else "zero-shot"
+    if exemplar_set_version is None and not zero_shot and strategy == session_services.DEFAULT_EXEMPLARS_STRATEGY:
+        from annotations.exemplars.paper_sets import default_version
+
+        exemplar_set_version = default_version(dataset=dataset,
+                                               use_evidence=bool((options or {}).get("use_evidence", True)))
+        choice = "default" if exemplar_set_version is not None else "zero-shot (no paper set published)"
     with transaction.atomic():
         run = Run.objects.create(
             name=name, dataset=dataset, source=Run.Source.AGENT, strategy=strategy, status=Run.Status.RUNNING,
             created_by=user,
             config={"options": dict(options or {}), "llm": session_services.llm_snapshot(endpoint),
                     "exemplar_set_version": exemplar_set_version.pk if exemplar_set_version else None,
-                    "max_concurrency": concurrency, "spend_cap": spend_cap, "example_pool": pool_snapshot,
+                    "exemplars_choice": choice, "max_concurrency": concurrency, "spend_cap": spend_cap,
+                    "example_pool": pool_snapshot,
                     "sample": {"db_ids": list(db_ids), "limit": limit}})
         RunItem.objects.bulk_create([
             RunItem(run=run, question=q, prediction_note="" if q.database_id else "database not available here")
@@ -458,7 +468,8 @@ def run_dispatch(*, run: Run) -> bool:
                     database=database, question=item.question.question, evidence=item.question.evidence,
                     strategy=run.strategy, options=options, few_shot=version, endpoint=endpoint,
                     example_pool=example_pool,
-                    question_key=question_key(item.question) if example_pool is not None else None)
+                    question_key=question_key(item.question) if example_pool is not None else None,
+                    zero_shot=version is None)  # the run resolved its set (or none) when it was created
                 # Claim the item; a concurrent dispatcher that got there first wins and this session is dropped.
                 if not RunItem.objects.filter(pk=item.pk, session__isnull=True).update(session=session):
                     transaction.set_rollback(True)

@@ -72,8 +72,9 @@ def run_launch(request: HttpRequest, name: str) -> HttpResponse:
         try:
             run = services.run_create_agent(
                 dataset=dataset, name=data["name"], strategy=data["strategy"], user=request.user,
-                exemplar_set_version=data["exemplar_set_version"], db_ids=data["db_ids"], limit=data["limit"],
-                max_concurrency=data["max_concurrency"], spend_cap=data["spend_cap"], pool=data["pool"] or None)
+                exemplar_set_version=data["exemplar_set_version"], zero_shot=data["zero_shot"], db_ids=data["db_ids"],
+                limit=data["limit"], max_concurrency=data["max_concurrency"], spend_cap=data["spend_cap"],
+                pool=data["pool"] or None)
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
         else:
@@ -109,7 +110,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     context = {"run": run, "summary": selectors.run_summary(run=run), "page": page, "filters": filters,
-               "query": query.urlencode(),
+               "query": query.urlencode(), "exemplars": selectors.run_exemplars(run=run),
                "progress": services.run_progress(run=run) if run.source == Run.Source.AGENT else None}
     if request.htmx and request.GET.get("poll"):
         response = render(request, "annotations/runs/partials/run_status.html", context)

@@ -21,7 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("--strategy", default="interactive_t2s")
         parser.add_argument("--max-rounds", type=int)
         parser.add_argument("--exemplars", metavar="SET[:N]",
-                            help="Few-shot exemplars from a published set (its newest version, or version N).")
+                            help="Few-shot exemplars from a published set (its newest version, or version N). "
+                                 "Default for interactive_t2s: the paper's set that fits the database.")
+        parser.add_argument("--zero-shot", action="store_true", help="No exemplars at all.")
         parser.add_argument("--without", action="append", default=[], choices=tool_names(), metavar="TOOL",
                             help="Switch a tool off (repeatable), e.g. --without FindShortestPath")
         parser.add_argument("--wait", action="store_true", help="Follow the session and print each turn.")
@@ -29,17 +31,20 @@ class Command(BaseCommand):
                             help="Run the session in this process instead of on a worker (implies --wait).")
 
     def handle(self, *args, database, question, evidence, strategy, max_rounds, exemplars, without, wait, inline,
-               **options):
+               zero_shot=False, **options):
         db = Database.objects.filter(name=database).first()
         if db is None:
             raise CommandError(f"No database named {database!r}.")
         opts = {"enabled_tools": [t for t in tool_names() if t not in without]}
         if max_rounds:
             opts["max_rounds"] = max_rounds
+        if exemplars and zero_shot:
+            raise CommandError("--exemplars and --zero-shot exclude each other.")
         version = self._version(exemplars) if exemplars else None
         try:
             session = sessions.session_create(database=db, question=question, evidence=evidence, strategy=strategy,
-                                              options=opts, few_shot=version, enqueue=not inline)
+                                              options=opts, few_shot=version, zero_shot=zero_shot,
+                                              enqueue=not inline)
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
         self.stdout.write(f"Session #{session.pk} queued." if not inline else f"Session #{session.pk}.")

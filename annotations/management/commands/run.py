@@ -18,7 +18,9 @@ class Command(BaseCommand):
         parser.add_argument("--name")
         parser.add_argument("--limit", type=int, help="Only the first N questions.")
         parser.add_argument("--db", action="append", default=[], help="Restrict to a db_id (repeatable).")
-        parser.add_argument("--exemplars", metavar="SET[:N]")
+        parser.add_argument("--exemplars", metavar="SET[:N]",
+                            help="Exemplar set (default for interactive_t2s: the paper's set for the dataset).")
+        parser.add_argument("--zero-shot", action="store_true", help="No exemplars at all.")
         parser.add_argument("--concurrency", type=int)
         parser.add_argument("--spend-cap", type=float)
         parser.add_argument("--pool", metavar="SPEC", help=POOL_HELP)
@@ -36,6 +38,8 @@ class Command(BaseCommand):
             if dataset is None:
                 raise CommandError(f"No dataset named {o['dataset']!r}.")
             version = None
+            if o["exemplars"] and o["zero_shot"]:
+                raise CommandError("--exemplars and --zero-shot exclude each other.")
             if o["exemplars"]:
                 version = version_from_spec(o["exemplars"])
                 if version is None:
@@ -43,7 +47,7 @@ class Command(BaseCommand):
             try:
                 run = services.run_create_agent(
                     dataset=dataset, name=o["name"] or f"{o['strategy']} on {dataset.name}", strategy=o["strategy"],
-                    exemplar_set_version=version, db_ids=o["db"], limit=o["limit"],
+                    exemplar_set_version=version, zero_shot=o["zero_shot"], db_ids=o["db"], limit=o["limit"],
                     max_concurrency=o["concurrency"], spend_cap=o["spend_cap"], pool=o["pool"])
             except ValidationError as exc:
                 raise CommandError(" ".join(exc.messages)) from None

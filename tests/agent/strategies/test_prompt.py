@@ -124,3 +124,42 @@ def test_estimate_tokens_is_a_plausible_estimate() -> None:
     assert estimate_tokens("x" * 400) >= 100
     messages = [Message("system", "hello world"), Message("user", "hi")]
     assert estimate_message_tokens(messages) > estimate_tokens("hello world hi")
+
+
+# --- the paper's Table 10 ablation -------------------------------------------------------------
+
+def _paper_spider_shots():
+    from pathlib import Path
+
+    from agent.strategies.exemplars import parse_trajectory
+
+    folder = Path(__file__).resolve().parents[3] / "annotations" / "exemplars" / "paper_prompts" / "spider"
+    shots = []
+    for db in ("academic", "activity_1"):
+        schema = (folder / db / "schema.txt").read_text()
+        for file in sorted((folder / db).glob("*.txt")):
+            if file.name != "schema.txt":
+                shots.append(parse_trajectory(file.read_text(), schema_text=schema))
+    return folder, shots
+
+
+def test_without_find_shortest_path_the_sets_no_findpath_text_is_sent_and_its_steps_dropped():
+    from agent.strategies.prompt import build_messages
+
+    folder, shots = _paper_spider_shots()
+    full_text = (folder / "tool_desc.txt").read_text().strip()
+    no_findpath = (folder / "tool_desc_no_findpath.txt").read_text().strip()
+    assert any(s.action.startswith("FindShortestPath(") for shot in shots for s in shot.steps)
+    kwargs = {"schema": "| Table |", "question": "q", "exemplars": shots, "custom_tool_description": full_text,
+              "custom_tool_description_no_findpath": no_findpath}
+    full = build_messages(**kwargs)[0].content
+    assert full.startswith(full_text) and "Action: FindShortestPath(" in full
+    ablation = build_messages(**kwargs, enabled_tools=["SearchValue", "SearchColumn", "ExecuteSQL"])[0].content
+    assert ablation.startswith(no_findpath)
+    assert "FindShortestPath" not in ablation  # neither in the text nor in any exemplar step
+    # every other step survives, in order
+    assert ablation[len(no_findpath):].count("\nAction: ") == sum(1 for shot in shots for s in shot.steps
+                                             if not s.action.startswith("FindShortestPath("))
+    # another ablation (no SearchValue) has no set text for it: our generated description, steps dropped too
+    other = build_messages(**kwargs, enabled_tools=["SearchColumn", "FindShortestPath", "ExecuteSQL"])[0].content
+    assert not other.startswith(no_findpath) and "Action: SearchValue(" not in other

@@ -53,6 +53,21 @@ def test_agent_run_over_a_sample_is_dispatched_within_its_concurrency_and_evalua
     # The dataset page lists its runs side by side with their per-question cost figures.
     page = user_client.get(spider_dev.get_absolute_url()).content.decode()
     assert f"#{run.pk} sample" in page and "33.33%" in page and "LLM calls per question" in page
+    # No set was picked: the paper's Spider set, for every session, and the run page says so.
+    assert run.config["exemplars_choice"] == "default"
+    assert {i.session.config["exemplar_set_version"]["set"] for i in items.values()} == {"paper-spider"}
+    page = user_client.get(run.get_absolute_url()).content.decode()
+    assert "paper-spider v1</a> (the paper's set for this dataset, the default)" in page
+
+
+def test_a_zero_shot_run_sends_no_exemplars(spider_dev, replay_llm):
+    server = replay_llm(["Thought: ok\nAction: Done"])
+    run = services.run_create_agent(dataset=spider_dev, name="zs", db_ids=["concert_singer"], limit=1,
+                                    zero_shot=True)
+    assert run.config["exemplar_set_version"] is None and run.config["exemplars_choice"] == "zero-shot"
+    drive(run)
+    assert run.items.get().session.config["exemplar_set_version"] is None
+    assert "Here are some examples" not in server.chat_requests()[0].messages[0]["content"]
 
 
 @pytest.mark.shared_data
