@@ -2,8 +2,14 @@
 
 Each round: one LLM call produces ``Thought: ... Action: ...`` (stopped at
 ``\\nObservation``), the action runs, its Observation joins the conversation.
-``Done`` ends the run; the final SQL is the last successfully executed query
-that is not a bare ``SELECT * FROM t`` probe.
+``Done`` ends the run once an ExecuteSQL has been called (before that it gets
+an error observation and the loop goes on, as in the authors' code); a step
+identical to the one before stops the case. The final SQL is the last
+successfully executed query that is not a bare ``SELECT * FROM t`` probe.
+
+Two behaviours of the authors' released code that the paper does not describe
+are switches, off by default (``authors_sql_rules``, ``authors_case_retry``;
+see ``authors_rules``).
 
 Safety: only the model's completion is ever parsed for actions. Observations
 (database cells included) go back to the model as message content and
@@ -21,6 +27,7 @@ from agent.llm import PAPER_STOP, ChatModel, Completion, LLMError, Message, cut_
 from agent.tools import registry
 from agent.tools.base import ToolResult, ToolRunner
 
+from . import authors_rules
 from .base import (
     OnTurn,
     Outcome,
@@ -65,6 +72,12 @@ class InteractiveT2SConfig:
     enabled_tools: tuple[str, ...] = field(default_factory=registry.tool_names)
     use_evidence: bool = True
     max_observation_chars: int = 8000  # keeps one huge observation from eating the context window
+    # Authors' code, not in the paper: ExecuteSQL refuses table aliases (once per case), LEFT JOIN, WHERE x IN
+    # and `_id =` in WHERE, and hints once per case to double-check the selected columns.
+    authors_sql_rules: bool = False
+    # Authors' code, not in the paper: the whole case runs again (3 attempts in all) when its last observation
+    # is empty, 0, None or an error.
+    authors_case_retry: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop", tuple(self.stop))
@@ -123,41 +136,58 @@ class InteractiveT2S(Strategy):
         cfg = self.config
         turns = sorted((t for t in previous_turns if t.kind == TurnKind.REACT), key=lambda t: t.index)
         next_index = max((t.index for t in previous_turns), default=-1) + 1
+        attempt = max((_attempt(t) for t in turns), default=0)
         while True:
-            last = _last_completed(turns)
-            if last is not None and last.tool == DONE:
-                sql, result = _final(turns)
-                return Outcome(Status.ANSWERED if sql else Status.GAVE_UP, sql, result, None,
-                               Totals.from_turns(turns))
+            case = [t for t in turns if _attempt(t) == attempt]  # the current attempt at the case
+            ended = self._case_end(case)
+            if ended is not None:
+                if cfg.authors_case_retry and attempt + 1 < authors_rules.MAX_CASE_ATTEMPTS \
+                        and _unusable_ending(case):
+                    attempt += 1
+                    continue
+                status, error = ended
+                sql, result = _final(case)
+                if status is None:
+                    status = Status.ANSWERED if sql else Status.GAVE_UP
+                return Outcome(status, sql, result, error, Totals.from_turns(turns))
             totals = Totals.from_turns(turns)
-            if totals.rounds >= cfg.max_rounds:
-                return self._stop(turns, Status.MAX_ROUNDS, f"Stopped after {cfg.max_rounds} rounds without Done.")
             if cfg.max_total_tokens is not None and totals.total_tokens >= cfg.max_total_tokens:
-                return self._stop(turns, Status.TOKEN_LIMIT,
+                return self._stop(turns, case, Status.TOKEN_LIMIT,
                                   f"Stopped: {totals.total_tokens} tokens used, limit {cfg.max_total_tokens}.")
             if should_cancel():
-                return self._stop(turns, Status.CANCELLED, "Cancelled.")
+                return self._stop(turns, case, Status.CANCELLED, "Cancelled.")
 
-            messages = self._messages(ctx, _history(turns))
+            messages = self._messages(ctx, _history(case))
             try:
                 completion = llm.complete(messages, model=cfg.model, temperature=cfg.temperature,
                                           top_p=cfg.top_p, max_tokens=cfg.max_tokens, stop=cfg.stop)
             except LLMError as exc:
                 turn = TurnRecord(index=next_index, kind=TurnKind.REACT, messages=tuple(messages),
-                                  error=str(exc), llm_attempts=exc.attempts)
+                                  error=str(exc), llm_attempts=exc.attempts, extra=_attempt_extra(attempt))
                 on_turn(turn)
                 turns.append(turn)
-                return self._stop(turns, Status.LLM_ERROR, str(exc))
+                return self._stop(turns, [*case, turn], Status.LLM_ERROR, str(exc))
 
-            turn = self._act(next_index, tuple(messages), completion, tools)
+            turn = self._act(next_index, tuple(messages), completion, tools, case, attempt)
             on_turn(turn)
             turns.append(turn)
             next_index += 1
 
     # --- one round ------------------------------------------------------------------
 
+    def _case_end(self, case: Sequence[TurnRecord]) -> tuple[Status | None, str | None] | None:
+        """How the attempt ended (status None: answered or gave up, by its final SQL), or None while it goes on."""
+        last = _last_completed(case)
+        if last is not None and last.tool == DONE and last.observation is None:
+            return None, None
+        if last is not None and last.extra.get("repeated"):
+            return None, "Stopped: the model repeated its previous step word for word."
+        if Totals.from_turns(case).rounds >= self.config.max_rounds:
+            return Status.MAX_ROUNDS, f"Stopped after {self.config.max_rounds} rounds without Done."
+        return None
+
     def _act(self, index: int, messages: tuple[Message, ...], completion: Completion,
-             tools: ToolRunner) -> TurnRecord:
+             tools: ToolRunner, case: Sequence[TurnRecord] = (), attempt: int = 0) -> TurnRecord:
         cfg = self.config
         # The client cuts at stop sequences already; cutting again covers other ChatModel implementations.
         text = cut_at_stop(completion.text, cfg.stop).strip()
@@ -168,8 +198,13 @@ class InteractiveT2S(Strategy):
             "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
             "cost": completion.cost, "llm_latency_ms": completion.latency_ms,
             "llm_attempts": completion.attempts, "model": completion.model,
-            "finish_reason": completion.finish_reason,
+            "finish_reason": completion.finish_reason, "extra": _attempt_extra(attempt),
         }
+        previous = _last_completed(case)
+        if previous is not None and _same_step(previous.completion, text):
+            # The authors' loop stops a case whose output repeats the one before: nothing is run.
+            message = "The step repeats the previous one word for word; the case stops."
+            return TurnRecord(**{**base, "extra": {**base["extra"], "repeated": True}}, error=message)
         action = step.action
         if action is None:
             message = step.error or FORMAT_HINT
@@ -179,6 +214,10 @@ class InteractiveT2S(Strategy):
             return TurnRecord(**base, observation=f"Error: {message}", error=message)
         base.update(tool=action.name, args=action.args, kwargs=dict(action.kwargs))
         if action.is_done:
+            if not any(t.tool == EXECUTE_SQL for t in case):
+                # As in the authors' code: the answer is the last executed query, so there must be one.
+                message = "You must call ExecuteSQL to provide the answer at least once before Done."
+                return TurnRecord(**base, observation=f"Error: {message}", error=message)
             return TurnRecord(**base)
         available = tuple(n for n in cfg.enabled_tools if n in tools.tool_names)
         valid = ", ".join([*available, DONE])
@@ -189,15 +228,26 @@ class InteractiveT2S(Strategy):
             message = f"{action.name} is not available in this session. Valid actions: {valid}."
             return TurnRecord(**base, observation=f"Error: {message}", error=message)
 
+        sql_text = _sql_arg(action.args, action.kwargs) if action.name == EXECUTE_SQL else None
+        if cfg.authors_sql_rules and sql_text is not None:
+            refusal = authors_rules.rejection(
+                sql_text, alias_rejected_before=authors_rules.alias_rejected(t.observation for t in case))
+            if refusal is not None:
+                return TurnRecord(**base, observation=refusal, tool_ok=False, tool_latency_ms=0.0, error=refusal)
         try:
             result = tools.run(action.name, action.args, action.kwargs)
         except Exception as exc:  # a tool bug must not end the session; the model sees the failure
             message = f"{action.name} failed: {type(exc).__name__}: {exc}"
             return TurnRecord(**base, observation=f"Error: {message}", tool_ok=False, tool_latency_ms=0.0,
                               error=message)
+        observation = self._clip(result.observation)
+        if cfg.authors_sql_rules and sql_text is not None and result.ok and result.result is not None \
+                and result.result.rows and authors_rules.wants_columns_hint(sql_text) \
+                and not authors_rules.hint_shown(t.observation for t in case):
+            observation += authors_rules.COLUMNS_HINT
         return TurnRecord(
             **base,
-            observation=self._clip(result.observation),
+            observation=observation,
             tool_ok=result.ok,
             sql=_sql_of(action.name, action.args, action.kwargs, result),
             result=result.result if result.ok else None,
@@ -221,8 +271,8 @@ class InteractiveT2S(Strategy):
                               custom_tool_description=ctx.tool_description,
                               custom_tool_description_no_findpath=ctx.tool_description_no_findpath)
 
-    def _stop(self, turns: Sequence[TurnRecord], status: Status, error: str) -> Outcome:
-        sql, result = _final(turns)
+    def _stop(self, turns: Sequence[TurnRecord], case: Sequence[TurnRecord], status: Status, error: str) -> Outcome:
+        sql, result = _final(case)
         return Outcome(status, sql, result, error, Totals.from_turns(turns))
 
 
@@ -230,6 +280,38 @@ def _history(turns: Sequence[TurnRecord]) -> list[tuple[str, str]]:
     """(assistant text, observation) pairs rebuilt from stored turns: a resumed run sees the same conversation."""
     return [(t.completion, t.observation) for t in turns
             if t.kind == TurnKind.REACT and t.completion is not None and t.observation is not None]
+
+
+def _attempt(turn: TurnRecord) -> int:
+    return int(turn.extra.get("attempt", 0) or 0)
+
+
+def _attempt_extra(attempt: int) -> dict[str, Any]:
+    return {"attempt": attempt} if attempt else {}
+
+
+def _same_step(previous: str | None, text: str) -> bool:
+    return previous is not None and bool(text) and " ".join(previous.split()) == " ".join(text.split())
+
+
+def _unusable_ending(case: Sequence[TurnRecord]) -> bool:
+    """The authors' retry test: the last observation is empty, 0, None or an error."""
+    for t in reversed(case):
+        if t.tool == DONE and t.observation is None:
+            continue
+        if t.completion is None or t.observation is None:
+            continue
+        if t.error or not t.tool_ok or "Error" in t.observation or " not supported" in t.observation:
+            return True
+        if t.tool == EXECUTE_SQL:
+            return authors_rules.is_unusable_result(t.result.rows if t.result is not None else None)
+        return False
+    return True
+
+
+def _sql_arg(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
+    value = args[0] if args else kwargs.get("sql", kwargs.get("query"))
+    return value if isinstance(value, str) else None
 
 
 def _last_completed(turns: Sequence[TurnRecord]) -> TurnRecord | None:

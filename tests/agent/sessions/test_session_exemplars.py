@@ -49,7 +49,8 @@ def test_a_versions_own_tool_description_is_sent_unless_a_tool_is_switched_off(d
     exemplar_set = exemplar_services.set_create(name="custom-desc", user=author)
     version = exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[], user=author,
                                             tool_description="CUSTOM TOOLS TEXT: use the tools wisely.")
-    server = replay_llm(["Thought: ok\nAction: Done", "Thought: ok\nAction: Done"])
+    # Each session runs one query before Done (Done before any ExecuteSQL is refused).
+    server = replay_llm(['Thought: q\nAction: ExecuteSQL("SELECT 1")', "Thought: ok\nAction: Done"] * 2)
     full = sessions.session_create(database=demo_database, question="q1", few_shot=few_shot_for_version(version),
                                    enqueue=False)
     sessions.session_execute(session_id=full.pk)
@@ -57,7 +58,7 @@ def test_a_versions_own_tool_description_is_sent_unless_a_tool_is_switched_off(d
                                        options={"enabled_tools": ["SearchColumn", "SearchValue", "ExecuteSQL"]},
                                        enqueue=False)
     sessions.session_execute(session_id=ablation.pk)
-    first, second = (r.messages[0]["content"] for r in server.chat_requests())
+    first, _, second, _ = (r.messages[0]["content"] for r in server.chat_requests())
     assert first.startswith("CUSTOM TOOLS TEXT")
     assert "CUSTOM TOOLS TEXT" not in second and "FindShortestPath" not in second
 

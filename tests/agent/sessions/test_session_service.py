@@ -87,7 +87,7 @@ def test_llm_failing_for_good_ends_the_session_with_llm_error(spider_database, r
 
 def test_max_rounds(spider_database, replay_llm):
     db = spider_database("concert_singer")
-    replay_llm([f'Thought: again\nAction: ExecuteSQL("{COUNT_SQL}")'] * 3)
+    replay_llm([f'Thought: again {n}\nAction: ExecuteSQL("{COUNT_SQL}")' for n in range(3)])
     session = run(db, max_rounds=3)
     assert session.status == AgentSession.Status.MAX_ROUNDS and session.rounds == 3
     assert session.final_sql == COUNT_SQL  # the prediction survives the cap

@@ -167,13 +167,14 @@ def test_tool_errors_are_reported_to_the_model_and_failed_sql_is_never_final(sch
 
 def test_disabled_tool_is_not_available_and_never_runs(tools: ToolDouble) -> None:
     config = InteractiveT2SConfig(enabled_tools=("SearchValue", "SearchColumn", "ExecuteSQL"))
-    script = [step("Join path.", 'FindShortestPath("singer.name", "concert.year")'), step("Give up.", "Done")]
+    script = [step("Join path.", 'FindShortestPath("singer.name", "concert.year")'),
+              step("Try.", 'ExecuteSQL("SELECT year FROM nowhere")'), step("Give up.", "Done")]
     with ReplayServer(script) as server:
         outcome, turns = run(server, tools, config=config)
         system = server.chat_requests()[0].messages[0]["content"]
     assert turns[0].observation == ("Error: FindShortestPath is not available in this session. "
                                     "Valid actions: SearchValue, SearchColumn, ExecuteSQL, Done.")
-    assert tools.calls == []
+    assert [name for name, *_ in tools.calls] == ["ExecuteSQL"]  # FindShortestPath never ran
     assert "FindShortestPath" not in system
     assert outcome.status == Status.GAVE_UP and outcome.final_sql is None
 
@@ -382,9 +383,82 @@ def test_rerun_after_llm_error_continues_after_the_failed_turn(tools: ToolDouble
 
 def test_step_cut_at_max_tokens_gets_a_specific_hint(tools: ToolDouble) -> None:
     script = [{"text": 'Thought: long\nAction: ExecuteSQL("SELECT name FROM', "finish_reason": "length"},
-              step("Done.", "Done")]
+              step("Short.", 'ExecuteSQL("SELECT name FROM singer")'), step("Done.", "Done")]
     with ReplayServer(script) as server:
         outcome, turns = run(server, tools)
     assert turns[0].finish_reason == "length"
     assert turns[0].observation.startswith("Error: Your step was cut off at the limit of 512 tokens")
-    assert outcome.status == Status.GAVE_UP
+    assert outcome.status == Status.ANSWERED and outcome.final_sql == "SELECT name FROM singer"
+
+
+# --- loop rules (paper and the authors' code) --------------------------------------------------
+
+
+def test_done_before_any_executed_query_gets_an_error_and_the_loop_goes_on(tools: ToolDouble) -> None:
+    script = [step("Easy.", "Done"), step("Count.", 'ExecuteSQL("SELECT COUNT(*) FROM singer")'),
+              step("That is it.", "Done")]
+    with ReplayServer(script) as server:
+        outcome, turns = run(server, tools)
+        second_call = server.chat_requests()[1].messages
+    assert turns[0].tool == "Done" and turns[0].observation.startswith("Error: You must call ExecuteSQL")
+    assert second_call[-1]["content"].startswith("Observation: Error: You must call ExecuteSQL")
+    assert outcome.status == Status.ANSWERED and outcome.final_sql == "SELECT COUNT(*) FROM singer"
+    assert outcome.totals.rounds == 3
+
+
+def test_two_identical_outputs_in_a_row_stop_the_case(tools: ToolDouble) -> None:
+    same = step("Count.", 'ExecuteSQL("SELECT COUNT(*) FROM singer")')
+    with ReplayServer([same, same, step("never asked", "Done")]) as server:
+        outcome, turns = run(server, tools)
+        calls = len(server.chat_requests())
+    assert calls == 2 and len(turns) == 2
+    assert turns[1].extra.get("repeated") and turns[1].observation is None
+    assert [name for name, *_ in tools.calls] == ["ExecuteSQL"]  # the repeated step is not run again
+    assert outcome.status == Status.ANSWERED and outcome.final_sql == "SELECT COUNT(*) FROM singer"
+    assert "repeated" in outcome.error
+
+
+def test_authors_sql_rules_are_off_by_default_and_refuse_aliases_once_when_on(tools: ToolDouble) -> None:
+    aliased = "SELECT T1.name FROM singer AS T1 WHERE T1.country = 'UK'"
+    script = [step("a", f'ExecuteSQL("{aliased}")'), step("Done.", "Done")]
+    with ReplayServer(script) as server:
+        outcome, turns = run(server, tools)
+    assert turns[0].tool_ok and outcome.final_sql == aliased  # default: the paper's loop, no rules
+
+    script = [step("a", f'ExecuteSQL("{aliased}")'), step("b", f'ExecuteSQL("{aliased}")'),
+              step("c", "ExecuteSQL(\"SELECT name FROM singer LEFT JOIN concert ON 1\")"),
+              step("d", "ExecuteSQL(\"SELECT name FROM singer WHERE country IN ('UK')\")"),
+              step("e", "ExecuteSQL(\"SELECT name, country FROM singer WHERE country = 'UK'\")"),
+              step("f", "ExecuteSQL(\"SELECT name, age FROM singer WHERE country = 'UK'\")"),
+              step("Done.", "Done")]
+    with ReplayServer(script) as server:
+        outcome, turns = run(server, tools, config=InteractiveT2SConfig(authors_sql_rules=True))
+    assert turns[0].observation == "Error. Do not use table alias, please write the full table name."
+    assert turns[1].tool_ok  # the alias rule fires once per case
+    assert turns[2].observation == "Error. Do not support 'left join'."
+    assert turns[3].observation.startswith("Error. Do not support 'where ... in (...)'")
+    assert turns[4].observation.endswith("Re-call ExecuteSQL function if necessary.)")  # the hint, once
+    assert "DOUBLE-CHECK" not in turns[5].observation
+    assert [c[1][0] for c in tools.calls[1:]] == [aliased, "SELECT name, country FROM singer WHERE country = 'UK'",
+                                              "SELECT name, age FROM singer WHERE country = 'UK'"]
+
+
+def test_authors_case_retry_reruns_a_case_whose_last_observation_is_empty(tools: ToolDouble) -> None:
+    empty = step("x", "ExecuteSQL(\"SELECT name FROM singer WHERE country = 'Mars'\")")
+    good = step("y", "ExecuteSQL(\"SELECT name FROM singer WHERE country = 'UK'\")")
+    script = [empty, step("Done.", "Done"), good, step("Done.", "Done")]
+    with ReplayServer(script) as server:
+        outcome, turns = run(server, tools)  # off by default: the empty answer stands
+    assert outcome.final_sql.endswith("'Mars'") and len(turns) == 2
+    with ReplayServer(script) as server:
+        outcome, turns = run(server, tools, config=InteractiveT2SConfig(authors_case_retry=True))
+        third_call = server.chat_requests()[2].messages
+    assert [t.extra.get("attempt", 0) for t in turns] == [0, 0, 1, 1]
+    assert len(third_call) == 2  # the second attempt starts from the question again
+    assert outcome.final_sql.endswith("'UK'") and outcome.totals.rounds == 4
+
+    # At most 3 attempts in all; then the last attempt's answer stands.
+    with ReplayServer([empty, step("Done.", "Done")] * 4) as server:
+        outcome, turns = run(server, tools, config=InteractiveT2SConfig(authors_case_retry=True))
+    assert max(t.extra.get("attempt", 0) for t in turns) == 2 and len(turns) == 6
+    assert outcome.final_sql.endswith("'Mars'")
