@@ -11,6 +11,7 @@ from django.db import models
 from django.urls import reverse
 
 from agent.llm import Message
+from agent.sql import ForeignKey as SchemaForeignKey
 from agent.sql import SchemaInfo
 from agent.strategies import TurnRecord
 
@@ -104,6 +105,10 @@ class Database(models.Model):
     column_descriptions = models.JSONField(
         default=dict, blank=True,
         help_text='{"table.column": "description"}: fed to SearchColumn (BIRD imports fill it from database_description).')
+    foreign_key_patches = models.JSONField(
+        default=list, blank=True,
+        help_text="Foreign keys the target does not declare, added to its schema and join graph (a dataset "
+                  "patch such as Spider's flight_2): [{table, columns, ref_table, ref_columns, source}].")
     column_backend = models.CharField(
         max_length=40, default="bm25", help_text="Ranking used by SearchColumn: bm25 (no model) or an embedding backend."
     )
@@ -136,6 +141,9 @@ class Database(models.Model):
     def descriptions(self) -> dict[tuple[str, str], str]:
         return {tuple(key.split(".", 1)): text for key, text in (self.column_descriptions or {}).items()
                 if "." in key and text}
+
+    def patched_foreign_keys(self) -> list[SchemaForeignKey]:
+        return [SchemaForeignKey.from_dict(d) for d in self.foreign_key_patches or []]
 
     def schema_info(self) -> SchemaInfo | None:
         return SchemaInfo.from_dict(self.schema) if self.schema else None

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agent.conf import agent_settings
 from agent.models import Database
-from agent.sql import Connector, Limits, SQLError, connect
+from agent.sql import Connector, Limits, SQLError, connect, with_foreign_keys
 from agent.sql.pg_roles import RoleRefused
 from agent.tools import BackendUnavailable, ToolBox, build_indexes, is_stale, read_manifest
 
@@ -57,6 +57,7 @@ def database_register(
     *, name: str, location: str, description: str = "", engine: str | None = None, is_demo: bool = False,
     column_descriptions: dict[str, str] | None = None, refresh: str = "async", must_be_new: bool = False,
     user=None,
+    foreign_key_patches: list[dict] | None = None,
 ) -> Database:
     """Register (or re-point) a target database and schedule its introspection.
 
@@ -77,6 +78,9 @@ def database_register(
     changed = database.pk is None or database.location != location or database.engine != engine
     if column_descriptions is not None and column_descriptions != database.column_descriptions:
         database.column_descriptions = column_descriptions
+        changed = True
+    if foreign_key_patches is not None and foreign_key_patches != database.foreign_key_patches:
+        database.foreign_key_patches = foreign_key_patches
         changed = True
     database.engine = engine
     database.location = location
@@ -187,6 +191,8 @@ def database_refresh(*, database: Database, force: bool = False) -> Database:
         logger.warning("introspection of %s failed: %s", database.name, exc)
         return database
     assert schema is not None
+    # A dataset's patch (keys the target does not declare) joins the schema, the prompt and the join graph.
+    schema = with_foreign_keys(schema, database.patched_foreign_keys())
     database.schema = schema.to_dict()
     database.schema_fingerprint = schema.fingerprint
     database.table_count = len(schema.tables)

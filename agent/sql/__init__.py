@@ -23,6 +23,7 @@ from .base import (
     SchemaInfo,
     SQLError,
     TableInfo,
+    with_foreign_keys,
 )
 
 ENGINES = ("sqlite", "postgresql")
@@ -45,6 +46,6 @@ def connect(engine: str, location: str, *, limits: Limits | None = None, **optio
 
 __all__ = [
     "DEFAULT_LIMITS", "ENGINES", "ColumnInfo", "ColumnStats", "ConnectionFailed", "Connector", "ForeignKey",
-    "Limits", "QueryRejected", "QueryResult", "QueryTimeout", "ReadOnlyViolation", "ResultTooLarge", "SQLError", "SchemaInfo",
-    "TableInfo", "connect",
+    "Limits", "QueryRejected", "QueryResult", "QueryTimeout", "ReadOnlyViolation", "ResultTooLarge", "SQLError",
+    "SchemaInfo", "TableInfo", "connect", "with_foreign_keys",
 ]

@@ -11,7 +11,8 @@ import abc
 import base64
 import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 # --- errors -----------------------------------------------------------------
@@ -188,6 +189,26 @@ class SchemaInfo:
             tables=tuple(TableInfo.from_dict(t) for t in d["tables"]),
             fingerprint=d.get("fingerprint", ""),
         )
+
+
+def with_foreign_keys(schema: SchemaInfo, extra: Sequence[ForeignKey]) -> SchemaInfo:
+    """The schema with foreign keys the target does not declare (a dataset patch, e.g. Spider's flight_2),
+    added to their tables. A key already there, or naming a missing table or column, is left out."""
+    added: dict[str, list[ForeignKey]] = {}
+    for fk in extra:
+        table, ref = schema.table(fk.table), schema.table(fk.ref_table)
+        if table is None or ref is None or len(fk.columns) != len(fk.ref_columns) or not fk.columns:
+            continue
+        if any(table.column(c) is None for c in fk.columns) or any(ref.column(c) is None for c in fk.ref_columns):
+            continue
+        key = ForeignKey(table.name, tuple(table.column(c).name for c in fk.columns), ref.name,  # type: ignore[union-attr]
+                         tuple(ref.column(c).name for c in fk.ref_columns))  # type: ignore[union-attr]
+        if key not in table.foreign_keys and key not in added.get(table.name, []):
+            added.setdefault(table.name, []).append(key)
+    if not added:
+        return schema
+    return replace(schema, tables=tuple(replace(t, foreign_keys=(*t.foreign_keys, *added[t.name]))
+                                        if t.name in added else t for t in schema.tables))
 
 
 # --- results -----------------------------------------------------------------

@@ -26,6 +26,9 @@ class Dataset(models.Model):
     kind = models.CharField(max_length=20, choices=Kind.choices)
     source_path = models.TextField(help_text="Where it was imported from (re-import reads it again).")
     description = models.TextField(blank=True)
+    patches = models.JSONField(default=list, blank=True,
+                               help_text="Optional corrections applied by the import, e.g. [\"flight_2\"] "
+                                         "(see annotations.runs.patches).")
     question_count = models.PositiveIntegerField(default=0)
     executable_count = models.PositiveIntegerField(default=0, help_text="Questions whose database file exists.")
     created_at = models.DateTimeField(auto_now_add=True)

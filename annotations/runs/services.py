@@ -43,6 +43,7 @@ from annotations.evaluation.runner import suite_files
 from annotations.exemplars.selectors import few_shot_for_version
 from annotations.models import ExemplarSetVersion
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
+from annotations.runs.patches import patches_for
 from annotations.runs.pools import pool_from_spec, question_key
 
 logger = logging.getLogger(__name__)
@@ -127,8 +128,12 @@ IMPORT_BATCH = 2000
 
 
 def dataset_import(*, kind: str, path: str | Path, name: str, register_databases: bool = True,
-                   build_indexes: bool = True, progress: ImportProgress | None = None, user=None) -> Dataset:
+                   build_indexes: bool = True, progress: ImportProgress | None = None, user=None,
+                   patches: Sequence[str] = ()) -> Dataset:
     """Import (or re-import, idempotently) a dataset and register its databases under their db_id.
+
+    ``patches`` names optional corrections of its databases (``annotations.runs.patches``, e.g. Spider's
+    ``flight_2`` foreign key); the dataset records them and each patched database carries its keys.
 
     Streaming and all-or-nothing: a JSONL/CSV file is read twice as a stream and never held in memory
     (a 1 M-line file imports in well under 200 MB). The first pass checks every record, so a malformed
@@ -152,6 +157,13 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
     path = Path(path).expanduser().resolve()
     if kind not in Dataset.Kind.values:
         raise ValidationError(f"Unknown dataset kind {kind!r}; expected one of {', '.join(Dataset.Kind.values)}")
+    try:
+        chosen = patches_for(kind, list(patches))
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
+    fk_patches: dict[str, list[dict]] = {}
+    for patch in chosen:
+        fk_patches.setdefault(patch.db_id, []).extend(patch.key_dicts())
     if not path.exists():
         raise ValidationError(f"No such file or folder: {path}")
     try:
@@ -171,16 +183,20 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
         existing = Database.objects.filter(name=db_id).first()
         if sqlite is not None and sqlite.is_file() and register_databases:
             descriptions = {f"{t}.{c}": d for (t, c), d in _descriptions(sqlite.parent).items()}
-            if existing is None or existing.location != str(sqlite) or existing.column_descriptions != descriptions:
+            keys = fk_patches.get(db_id, [])
+            if existing is None or existing.location != str(sqlite) or existing.column_descriptions != descriptions \
+                    or (existing.foreign_key_patches or []) != keys:
                 existing = agent_services.database_register(
                     name=db_id, location=str(sqlite), description=f"{kind} database {db_id}",
-                    column_descriptions=descriptions, refresh="sync" if build_indexes else "async", user=user)
+                    column_descriptions=descriptions, foreign_key_patches=keys,
+                    refresh="sync" if build_indexes else "async", user=user)
         databases[db_id] = existing if existing is not None and (sqlite is None or sqlite.is_file()) else None
     embedded = connection.vendor == "sqlite"
     created = not Dataset.objects.filter(name=name).exists()
     try:
         with nullcontext() if embedded else transaction.atomic():
-            dataset = _write_questions(kind, path, name, items_of, databases, total, progress)
+            dataset = _write_questions(kind, path, name, items_of, databases, total, progress,
+                                       [p.name for p in chosen])
     except BaseException:
         if embedded and created:
             Dataset.objects.filter(name=name).delete()
@@ -190,9 +206,10 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
 
 def _write_questions(kind: str, path: Path, name: str, items_of: Callable[[], Iterable[GoldItem]],
                      databases: dict[str, Database | None], total: int,
-                     progress: ImportProgress | None) -> Dataset:
+                     progress: ImportProgress | None, patches: list[str]) -> Dataset:
     with transaction.atomic():
-        dataset, _ = Dataset.objects.update_or_create(name=name, defaults={"kind": kind, "source_path": str(path)})
+        dataset, _ = Dataset.objects.update_or_create(
+            name=name, defaults={"kind": kind, "source_path": str(path), "patches": patches})
     stats_of = lru_cache(maxsize=8192)(lambda sql: gold_stats(sql, hardness=kind != Dataset.Kind.BIRD))
     done = 0
     for batch in _batched(items_of(), IMPORT_BATCH):

@@ -15,10 +15,14 @@ class Command(BaseCommand):
         parser.add_argument("--name", required=True)
         parser.add_argument("--no-indexes", action="store_true",
                             help="Register databases without building their tool indexes now (a worker builds them).")
+        parser.add_argument("--patch", action="append", default=[], metavar="NAME",
+                            help="Apply an optional correction of the databases (repeatable), e.g. --patch flight_2: "
+                                 "the foreign key airlines.uid = flights.Airline the paper's authors added to Spider.")
 
-    def handle(self, *args, kind, path, name, no_indexes, **options):
+    def handle(self, *args, kind, path, name, no_indexes, patch=(), **options):
         try:
-            dataset = services.dataset_import(kind=kind, path=path, name=name, build_indexes=not no_indexes)
+            dataset = services.dataset_import(kind=kind, path=path, name=name, build_indexes=not no_indexes,
+                                              patches=patch)
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
         missing = sorted(set(dataset.questions.filter(database__isnull=True).values_list("db_id", flat=True)))

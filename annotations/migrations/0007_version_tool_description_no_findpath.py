@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("annotations", "0005_seed_error_taxonomy"),
+        ("annotations", "0006_run_item_eval_status_choices"),
     ]
 
     operations = [
