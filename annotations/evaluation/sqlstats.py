@@ -333,3 +333,45 @@ def cell_value_stats(pairs: Iterable[tuple[str, str]], dialect: str = "sqlite") 
             covered += 1
     return CellValueStats(queries, with_values, covered)
 
+
+# The paper's own, narrower reading reproduces its Table 1 exactly (Spider dev: 106/1034 = 10.25 %,
+# 122/140 = 87.14 %): a value constraint is an `=` comparison against a single-quoted string literal, and
+# CVCR counts such values (not queries) found in the question by case-sensitive substring match.
+_PAPER_VALUE = re.compile(r"(?<![!<>=])=\s*'((?:[^']|'')*)'")
+
+
+def paper_constraint_values(sql: str) -> list[str]:
+    """The single-quoted string literals a query compares with `=` (the paper's Table 1 definition)."""
+    return [v.replace("''", "'") for v in _PAPER_VALUE.findall(sql)]
+
+
+@dataclass(frozen=True)
+class PaperCellValueStats:
+    """Table 1 as the paper computed it: CVR = queries with an `=` against a single-quoted string / all
+    queries; CVCR = such values found verbatim (case-sensitive) in the question / all such values. Percent."""
+
+    queries: int
+    with_values: int
+    values: int
+    found: int
+
+    @property
+    def cvr(self) -> float | None:
+        return 100 * self.with_values / self.queries if self.queries else None
+
+    @property
+    def cvcr(self) -> float | None:
+        return 100 * self.found / self.values if self.values else None
+
+
+def paper_cell_value_stats(pairs: Iterable[tuple[str, str]]) -> PaperCellValueStats:
+    """The paper's CVR/CVCR over (question, gold SQL) pairs."""
+    queries = with_values = values = found = 0
+    for question, sql in pairs:
+        queries += 1
+        found_values = paper_constraint_values(sql)
+        if found_values:
+            with_values += 1
+        values += len(found_values)
+        found += sum(1 for v in found_values if v in question)
+    return PaperCellValueStats(queries, with_values, values, found)

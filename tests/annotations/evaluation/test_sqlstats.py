@@ -89,3 +89,17 @@ def test_hardness_reads_spaced_operators_and_drops_or_after_a_column_comparison(
     assert spider_hardness(swallowed) == "easy"
     assert spider_hardness("SELECT a FROM t WHERE b = 'x' OR c = 'y'") == "medium"
     assert spider_hardness('SELECT Code FROM country WHERE GovernmentForm ! =  "Republic"') == "easy"
+
+
+def test_paper_cell_value_definition_counts_single_quoted_equalities_and_values_case_sensitively():
+    from annotations.evaluation import paper_cell_value_stats, paper_constraint_values
+
+    assert paper_constraint_values("SELECT a FROM t WHERE b = 'x' AND c != 'y' AND d >= 'z' AND e = \"w\"") == ["x"]
+    assert paper_constraint_values("SELECT a FROM t WHERE b='O''Hara'") == ["O'Hara"]
+    stats = paper_cell_value_stats([
+        ("Who lives in Paris or london?", "SELECT n FROM p WHERE city = 'Paris' OR city = 'London'"),
+        ("How many?", "SELECT count(*) FROM p"),
+        ("Name of France's cities", "SELECT n FROM c WHERE country = \"France\""),  # double quotes: not counted
+    ])
+    assert (stats.queries, stats.with_values, stats.values, stats.found) == (3, 1, 2, 1)
+    assert stats.cvcr == 50.0 and round(stats.cvr, 2) == 33.33

@@ -62,6 +62,9 @@ def test_evaluate_command_prints_breakdowns_and_json(spider_dev, tmp_path, capsy
     call_command("evaluate", "--dataset", "spider-dev", "--predictions", str(path))
     out = capsys.readouterr().out
     assert "EX " in out and "by difficulty:" in out and "by tables in the gold query:" in out
+    # Table 1 of Spider dev as the paper defines it (its published figures), then our broader reading
+    assert "Table 1 of the dataset, paper definition: CVR 10.25% (106/1034)   CVCR 87.14% (122/140)" in out
+    assert "Table 1, broader reading (any string comparison): CVR 32.50%   CVCR 97.32%" in out
     assert not Run.objects.exists()  # figures only, unless --save
     call_command("evaluate", "--dataset", "spider-dev", "--predictions", str(path), "--json", "--save", "half")
     data = json.loads(capsys.readouterr().out)
@@ -133,8 +136,15 @@ def test_run_page_shows_the_papers_cell_value_figures(user_client, spider_dev):
     run = services.run_evaluate(run=services.run_import_predictions(
         dataset=spider_dev, text=predictions(), fmt="spider", name="gold"))
     figures = selectors.cell_value_figures(run=run)
+    # The paper's definition reproduces its Table 1 for Spider dev exactly.
+    paper = figures["paper"]
+    assert (paper["with_values"], paper["queries"], paper["found"], paper["values"]) == (106, 1034, 122, 140)
+    assert paper["cvr"] == pytest.approx(10.25, abs=0.005) and paper["cvcr"] == pytest.approx(87.14, abs=0.005)
+    # Our broader reading, under its own name.
     assert figures["cvr"] == pytest.approx(32.50, abs=0.01) and figures["cvcr"] == pytest.approx(97.32, abs=0.01)
     by_key = {r["key"]: r for r in figures["rows"]}
     assert by_key["with values"]["ex"] == 100.0
     assert by_key["with values"]["scored"] + by_key["without values"]["scored"] == 972
-    assert "CVR 32.50%" in user_client.get(run.get_absolute_url()).content.decode()
+    page = user_client.get(run.get_absolute_url()).content.decode()
+    assert "Table 1), paper definition: CVR 10.25% · CVCR 87.14%" in page
+    assert "broader reading: CVR 32.50% · CVCR 97.32%" in page
