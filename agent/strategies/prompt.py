@@ -11,13 +11,13 @@ The text here is our own, written in the spirit of the paper's Figure 3.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agent.llm import Message
+from agent.llm.tokens import count_tokens
 from agent.sql import SchemaInfo
 from agent.tools import registry
 from agent.tools.spec import DONE, ToolSpec
@@ -286,45 +286,21 @@ def dialect_label(engine: str) -> str:
     return {"sqlite": "SQLite", "postgresql": "PostgreSQL"}.get(engine, engine or "SQL")
 
 
-# --- token estimate ----------------------------------------------------------------
+# --- token counts ----------------------------------------------------------------
 
-_WORDISH = re.compile(r"\w+|[^\w\s]")
 _MESSAGE_OVERHEAD = 4  # role and separators per chat message, as OpenAI's chat format adds
 
 
 def estimate_tokens(text: str) -> int:
-    """An estimate of the token count, for previews and budgets; the API's usage field is the truth.
-
-    Uses tiktoken's ``o200k_base`` encoding when tiktoken and its data are
-    available, else a heuristic: the larger of word-and-punctuation pieces and
-    characters / 4, which tracks GPT-style tokenisers within about 15% on
-    English and SQL.
-    """
-    encoder = _tiktoken_encoder()
-    if encoder is not None:
-        return len(encoder.encode(text, disallowed_special=()))
-    if not text:
-        return 0
-    return max(len(_WORDISH.findall(text)), math.ceil(len(text) / 4))
+    """Tokens of ``text`` with GPT-4o's ``o200k_base`` encoding (a real tokenizer, bundled, offline:
+    ``agent.llm.tokens``), for previews and budgets; the API's usage field is the truth of a call."""
+    return count_tokens(text)
 
 
 def estimate_message_tokens(messages: Sequence[Message | Mapping[str, str]]) -> int:
+    """Prompt tokens of a chat call: each message's content plus OpenAI's per-message framing."""
     total = 3  # the reply primer
     for m in messages:
         content = m.content if isinstance(m, Message) else str(m.get("content") or "")
         total += _MESSAGE_OVERHEAD + estimate_tokens(content)
     return total
-
-
-_ENCODER: list[Any] = []
-
-
-def _tiktoken_encoder() -> Any | None:
-    if not _ENCODER:
-        try:
-            import tiktoken  # optional: more exact previews when installed
-
-            _ENCODER.append(tiktoken.get_encoding("o200k_base"))
-        except Exception:  # not installed, or its data cannot be fetched offline
-            _ENCODER.append(None)
-    return _ENCODER[0]

@@ -118,10 +118,14 @@ def test_strategy_preview_is_the_same_prompt_for_the_ablation(school_db) -> None
     assert "FindShortestPath" not in preview[0].content
 
 
-def test_estimate_tokens_is_a_plausible_estimate() -> None:
+def test_token_counts_come_from_gpt_4os_tokenizer_offline() -> None:
+    from agent.llm.tokens import encoder
+
     assert estimate_tokens("") == 0
-    assert 8 <= estimate_tokens("SELECT name FROM singer WHERE country = 'UK'") <= 16
-    assert estimate_tokens("x" * 400) >= 100
+    assert encoder().encode_ordinary("hello world") == [24912, 2375]  # o200k_base ids, as tiktoken gives them
+    assert estimate_tokens("hello world") == 2
+    assert estimate_tokens("SELECT name FROM singer WHERE country = 'UK'") == 10
+    assert estimate_tokens("<|endoftext|>") > 1  # special-token text is counted as text, never refused
     messages = [Message("system", "hello world"), Message("user", "hi")]
     assert estimate_message_tokens(messages) > estimate_tokens("hello world hi")
 
