@@ -163,7 +163,8 @@ def session_create(
                       "exemplar_set_version": dict(few_shot.source) if few_shot and few_shot.source else None,
                       "few_shot": few_shot.to_dict() if few_shot else None,
                       "example_pool": example_pool_snapshot(example_pool), "question_key": question_key,
-                      "exemplars_choice": choice}
+                      "exemplars_choice": choice,
+                      "exemplar_warnings": _exemplar_warnings(few_shot, strategy_obj.config)}
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
@@ -212,6 +213,47 @@ def _example_pool(config: Mapping[str, Any]) -> tuple[PoolExample, ...]:
 # The paper's exemplar sets are trajectories of its ReAct agent; the pipeline strategies take a set only when
 # one is picked (their papers prompt differently).
 DEFAULT_EXEMPLARS_STRATEGY = "interactive_t2s"
+
+
+def _exemplar_databases(few_shot: FewShot) -> list[tuple[str | None, Database | None]]:
+    """Each exemplar's source database name, and that database when it is registered and ready here."""
+    names = list(few_shot.databases) or [None] * len(few_shot.exemplars)
+    ready = {db.name: db for db in Database.objects.filter(name__in=[n for n in names if n],
+                                                          status=Database.Status.READY)}
+    return [(name, ready.get(name) if name else None) for name in names]
+
+
+def _exemplar_warnings(few_shot: FewShot | None, config) -> list[str]:
+    """Exemplars whose observations cannot be produced again in the session's profile (their database is
+    not registered here): their stored text is sent as written."""
+    if few_shot is None or not hasattr(config, "observation_profile"):
+        return []
+    return [f"Exemplar {i} ({name or 'no database'}): its database is not registered here, so its observations "
+            f"are sent as stored, not rendered in the {config.observation_profile!r} profile."
+            for i, (name, db) in enumerate(_exemplar_databases(few_shot), 1) if db is None]
+
+
+def _exemplars_for(few_shot: FewShot, strategy) -> tuple:
+    """The exemplars as the prompt gets them. For a strategy with an observation profile, each exemplar whose
+    database is registered has its tool calls run again there and its observations written in that profile,
+    exactly as live ones are; the others keep their stored text (the session's ``exemplar_warnings``)."""
+    cfg = getattr(strategy, "config", None)
+    if cfg is None or not hasattr(cfg, "observation_profile") or not few_shot.exemplars:
+        return few_shot.exemplars
+    return tuple(_rerender(shot, db, cfg) if db is not None else shot
+                 for shot, (_, db) in zip(few_shot.exemplars, _exemplar_databases(few_shot), strict=True))
+
+
+def _rerender(shot, database: Database, cfg):
+    from agent.strategies.exemplars import rerendered
+    from agent.strategies.interactive_t2s import clip_observation
+
+    tools = toolbox_for(database, profile=cfg.observation_profile)
+    try:
+        return rerendered(shot, lambda name, args, kwargs: clip_observation(
+            tools.run(name, args, kwargs).observation, cfg.max_observation_chars))
+    finally:
+        tools.connector.close()
 
 
 def session_enqueue(*, session: AgentSession) -> None:
@@ -319,11 +361,12 @@ def session_execute(*, session_id: int) -> None:
     try:
         previous = session_records(session)
         strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
-        tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", None))
+        tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", None),
+                            profile=getattr(strategy.config, "observation_profile", "default"))
         llm = llm_client_from_snapshot(session.config["llm"])
         few_shot = _few_shot(session.config)
         ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
-                             exemplars=few_shot.exemplars, tool_description=few_shot.tool_description,
+                             exemplars=_exemplars_for(few_shot, strategy), tool_description=few_shot.tool_description,
                              example_pool=_example_pool(session.config),
                              question_key=session.config.get("question_key") or None,
                              tool_description_no_findpath=few_shot.tool_description_no_findpath)

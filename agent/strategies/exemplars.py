@@ -19,6 +19,8 @@ The schema lives in a separate file (``schema.txt``), passed in as text.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .parsing import ActionParseError, parse_action
 from .prompt import Exemplar, Step
@@ -70,6 +72,26 @@ def parse_trajectory(text: str, *, schema_text: str) -> Exemplar:
         raise TrajectoryFormatError("no steps")
     return Exemplar(schema_text=schema_text.strip(), question=question, evidence=_joined(fields.get("Evidence")) or None,
                     steps=tuple(out), final_sql=_final_sql(out))
+
+
+RunTool = Callable[[str, Sequence[Any], Mapping[str, Any]], str]
+
+
+def rerendered(exemplar: Exemplar, run: RunTool) -> Exemplar:
+    """The exemplar with every tool step's observation produced again by ``run`` (the tool on the exemplar's
+    database, in the session's observation profile), so the examples show the format the model will get."""
+    steps = []
+    for step in exemplar.steps:
+        try:
+            action = parse_action(step.action)
+        except ActionParseError:
+            steps.append(step)
+            continue
+        if action.is_done or step.observation is None:
+            steps.append(step)
+            continue
+        steps.append(Step(step.thought, step.action, run(action.name, action.args, dict(action.kwargs))))
+    return Exemplar(exemplar.schema_text, exemplar.question, exemplar.evidence, tuple(steps), exemplar.final_sql)
 
 
 def render_trajectory(exemplar: Exemplar, *, with_evidence: bool = True) -> str:

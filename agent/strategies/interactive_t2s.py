@@ -44,6 +44,7 @@ from .parsing import DONE, FORMAT_HINT, parse_step
 from .prompt import build_messages, enabled_tool_names
 
 EXECUTE_SQL = "ExecuteSQL"
+OBSERVATION_PROFILES = ("default", "paper")
 
 # SELECT * FROM t, optionally LIMIT n [OFFSET m]: a look at the data, not an answer.
 _PROBE = re.compile(
@@ -78,6 +79,9 @@ class InteractiveT2SConfig:
     # Authors' code, not in the paper: the whole case runs again (3 attempts in all) when its last observation
     # is empty, 0, None or an error.
     authors_case_retry: bool = False
+    # How tool outputs are written into the conversation: "default" (compact, ours) or "paper" (the authors'
+    # Python-repr formats, as in their exemplars; agent.tools.paper_profile).
+    observation_profile: str = "default"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop", tuple(self.stop))
@@ -90,6 +94,8 @@ class InteractiveT2SConfig:
             raise ValueError("max_total_tokens must be positive or None")
         if self.max_observation_chars < 100:
             raise ValueError("max_observation_chars must be at least 100")
+        if self.observation_profile not in OBSERVATION_PROFILES:
+            raise ValueError(f"observation_profile must be one of {', '.join(OBSERVATION_PROFILES)}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -256,12 +262,7 @@ class InteractiveT2S(Strategy):
         )
 
     def _clip(self, observation: str) -> str:
-        limit = self.config.max_observation_chars
-        if not observation:
-            return "(no output)"
-        if len(observation) <= limit:
-            return observation
-        return observation[:limit] + f"\n... (observation cut at {limit} characters)"
+        return clip_observation(observation, self.config.max_observation_chars)
 
     def _messages(self, ctx: SessionContext, history: Sequence[tuple[str, str]]) -> list[Message]:
         cfg = self.config
@@ -280,6 +281,15 @@ def _history(turns: Sequence[TurnRecord]) -> list[tuple[str, str]]:
     """(assistant text, observation) pairs rebuilt from stored turns: a resumed run sees the same conversation."""
     return [(t.completion, t.observation) for t in turns
             if t.kind == TurnKind.REACT and t.completion is not None and t.observation is not None]
+
+
+def clip_observation(observation: str, limit: int) -> str:
+    """The observation as the conversation gets it (live turns and re-rendered exemplars alike)."""
+    if not observation:
+        return "(no output)"
+    if len(observation) <= limit:
+        return observation
+    return observation[:limit] + f"\n... (observation cut at {limit} characters)"
 
 
 def _attempt(turn: TurnRecord) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 from agent.sql import Connector, Limits, QueryResult, SQLError
 from agent.sql.base import human_bytes
 
+from . import paper_profile
 from .base import ToolResult
 from .errors import ToolError
 from .spec import DEFAULT_PROFILE, FormField, Param, ToolContext, ToolOutput, ToolSpec
@@ -79,6 +80,8 @@ def run_query(connector: Connector, sql: object, *, limits: Limits | None = None
 
 
 def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
+    if profile == paper_profile.PAPER_PROFILE:
+        return paper_profile.execute_sql(output)
     found: QueryOutcome = output.data
     if found.result is None:
         return f"Error: {found.error}"
@@ -109,4 +112,5 @@ SPEC = ToolSpec(
     fields=(FormField("sql", "SQL", "sql", kind="text", required=True, placeholder="SELECT ...", mono=True),),
     example='ExecuteSQL("SELECT COUNT(*) FROM student")',
     example_rank=1,
+    profiles=(DEFAULT_PROFILE, paper_profile.PAPER_PROFILE),
 )

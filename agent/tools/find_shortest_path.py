@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import paper_profile
 from .base import ToolResult
 from .errors import ToolError, closest, str_list
 from .fk_graph import JoinGraph, Node
@@ -77,6 +78,8 @@ def find_paths(graph: JoinGraph, start: object, end: object) -> ToolOutput:
 
 
 def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
+    if profile == paper_profile.PAPER_PROFILE:
+        return paper_profile.find_shortest_path(output, NoPath)
     lines = []
     for p in output.data:
         if isinstance(p, NoPath):
@@ -116,4 +119,5 @@ SPEC = ToolSpec(
                       placeholder="Table.column")),
     when_disabled="Join tables on the foreign keys listed in the schema; check join columns with "
                   "SearchColumn when a link is not listed.",
+    profiles=(DEFAULT_PROFILE, paper_profile.PAPER_PROFILE),
 )

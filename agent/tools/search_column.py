@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import paper_profile
 from .base import ToolResult
 from .column_index import ColumnDoc, ColumnIndex
 from .errors import ToolError, str_list
@@ -55,6 +56,8 @@ def find_columns(index: ColumnIndex, query: object, *, k: int = DEFAULT_K) -> To
 
 
 def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
+    if profile == paper_profile.PAPER_PROFILE:
+        return paper_profile.search_column(output)
     found: ColumnMatches = output.data
     blocks = []
     for phrase in found.phrases:
@@ -96,4 +99,5 @@ SPEC = ToolSpec(
                       placeholder="artist name\nnumber of tracks"),),
     example='SearchColumn(["student name", "date of birth"])',
     example_rank=0,
+    profiles=(DEFAULT_PROFILE, paper_profile.PAPER_PROFILE),
 )

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import paper_profile
 from .base import ToolResult
 from .errors import ToolError, closest, str_list
 from .spec import DEFAULT_PROFILE, FormField, Param, ToolContext, ToolOutput, ToolSpec
@@ -85,6 +86,8 @@ def find_values(index: ValueIndex, query: object, table: object = None, column: 
 
 
 def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
+    if profile == paper_profile.PAPER_PROFILE:
+        return paper_profile.search_value(output)
     found: ValueMatches = output.data
     return "\n".join(format_cells(v, cells, found.case_sensitive) for v, cells in found.cells)
 
@@ -117,4 +120,5 @@ SPEC = ToolSpec(
     fields=(FormField("value", "Value", "query", required=True, placeholder="e.g. Iron Maiden"),
             FormField("table", "Table (optional)", "table", suggest="tables", keyword=True),
             FormField("column", "Column (optional)", "column", suggest="columns", keyword=True)),
+    profiles=(DEFAULT_PROFILE, paper_profile.PAPER_PROFILE),
 )
