@@ -105,6 +105,10 @@ class SessionCreateSerializer(serializers.Serializer):
                   "the paper's 2-shot set that fits the database (Spider, or BIRD for a BIRD database).")
     zero_shot = serializers.BooleanField(required=False, default=False,
                                          help_text="No exemplars at all (overrides the default set).")
+    paper_replica = serializers.BooleanField(
+        required=False, default=False,
+        help_text="The paper-replica preset: the paper's exemplars, the authors' observation formats and their "
+                  "code's switches (interactive_t2s only).")
     options = serializers.DictField(required=False, default=dict,
                                     help_text="Strategy config overrides, e.g. {\"max_rounds\": 8, "
                                     "\"enabled_tools\": [\"SearchColumn\", \"ExecuteSQL\"]}.")

@@ -54,6 +54,10 @@ class AskForm(forms.Form):
         help_text="Few-shot trajectories from a published set version. Interactive-T2S uses the paper's 2-shot "
                   "set (Spider, or BIRD for a BIRD database) unless you pick another or ask for zero-shot.")
     zero_shot = forms.BooleanField(required=False, label="Zero-shot (no exemplars)")
+    paper_replica = forms.BooleanField(
+        required=False, label="Paper replica",
+        help_text="The agent as the paper's authors ran it: their exemplars, their observation formats, their "
+                  "code's SQL rules and case retry (see README, Fidelity to the paper).")
     max_rounds = forms.IntegerField(min_value=1, max_value=30, required=False,
                                     widget=forms.NumberInput(attrs={"placeholder": "paper default"}))
     temperature = forms.FloatField(min_value=0, max_value=2, required=False,

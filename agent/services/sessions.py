@@ -31,6 +31,7 @@ from agent.llm import LLMClient, LLMSettings, Message, PriceTable
 from agent.models import AgentSession, Database, ExamplePool, LLMEndpoint, Turn
 from agent.services import spend
 from agent.strategies import STRATEGIES, FewShot, SessionContext, TurnRecord, create_strategy
+from agent.strategies.interactive_t2s import PAPER_REPLICA_OPTIONS
 from agent.strategies.pool import PoolExample
 from agent.tools import IndexMissing
 
@@ -112,8 +113,8 @@ def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
 def session_create(
     *, database: Database, question: str, evidence: str = "", strategy: str = "interactive_t2s",
     options: Mapping[str, Any] | None = None, user=None, endpoint: LLMEndpoint | None = None,
-    few_shot: FewShot | None = None, zero_shot: bool = False, enqueue: bool = True,
-    example_pool: ExamplePool | None = None, question_key: str | None = None,
+    few_shot: FewShot | None = None, zero_shot: bool = False, paper_replica: bool = False,
+    enqueue: bool = True, example_pool: ExamplePool | None = None, question_key: str | None = None,
 ) -> AgentSession:
     """Validate, snapshot the configuration, store the session, and queue it after commit.
 
@@ -124,6 +125,8 @@ def session_create(
     unless ``zero_shot`` asks for none; the snapshot's ``exemplars_choice`` says which happened.
     ``example_pool`` is what retrieving strategies draw examples from; ``question_key`` is this question's
     key in such a pool (a run over a dataset sets it), never retrieved (leave-one-out).
+    ``paper_replica`` is the preset of the agent as the paper's authors ran it: their exemplars (unless a set
+    is chosen), their observation formats and their code's switches (README, "Fidelity to the paper").
     """
     question = (question or "").strip()
     errors: dict[str, list[str]] = {}
@@ -142,6 +145,12 @@ def session_create(
     if endpoint is None:
         errors["llm"] = ["No LLM endpoint is configured: set OPENAI_BASE_URL, OPENAI_API_KEY and T2S_LLM_MODEL "
                          "(see README), or add a default endpoint in the admin."]
+    if paper_replica:
+        if strategy != DEFAULT_EXEMPLARS_STRATEGY:
+            errors["strategy"] = ["The paper-replica preset is the Interactive-T2S agent."]
+        if zero_shot:
+            errors["zero_shot"] = ["The paper-replica preset uses the paper's exemplars, never zero-shot."]
+        options = {**dict(options or {}), **PAPER_REPLICA_OPTIONS}
     config: dict[str, Any] = {}
     if not errors:
         try:
@@ -164,7 +173,8 @@ def session_create(
                       "few_shot": few_shot.to_dict() if few_shot else None,
                       "example_pool": example_pool_snapshot(example_pool), "question_key": question_key,
                       "exemplars_choice": choice,
-                      "exemplar_warnings": _exemplar_warnings(few_shot, strategy_obj.config)}
+                      "exemplar_warnings": _exemplar_warnings(few_shot, strategy_obj.config),
+                      "preset": "paper-replica" if paper_replica else None}
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():

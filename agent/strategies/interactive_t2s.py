@@ -46,6 +46,10 @@ from .prompt import build_messages, enabled_tool_names
 EXECUTE_SQL = "ExecuteSQL"
 OBSERVATION_PROFILES = ("default", "paper")
 
+# The paper-replica preset: the agent as the authors ran it (with the paper's exemplars, chosen by the caller).
+PAPER_REPLICA_OPTIONS: dict[str, Any] = {"observation_profile": "paper", "authors_sql_rules": True,
+                                         "authors_case_retry": True}
+
 # SELECT * FROM t, optionally LIMIT n [OFFSET m]: a look at the data, not an answer.
 _PROBE = re.compile(
     r"""^\s*select\s+\*\s+from\s+(?:[\w$]+|"[^"]+"|`[^`]+`|\[[^\]]+\])(?:\s*\.\s*(?:[\w$]+|"[^"]+"))?"""

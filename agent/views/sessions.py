@@ -28,6 +28,7 @@ def ask(request: HttpRequest) -> HttpResponse:
                 evidence=form.cleaned_data["evidence"], strategy=form.cleaned_data["strategy"],
                 options=form.options(), user=request.user,
                 few_shot=form.few_shot(), zero_shot=form.cleaned_data["zero_shot"],
+                paper_replica=form.cleaned_data["paper_replica"],
             )
         except ValidationError as exc:
             for field, errors in exc.message_dict.items():

@@ -51,6 +51,10 @@ class RunLaunchForm(forms.Form):
         help_text="Interactive-T2S: the paper's 2-shot set for Spider or BIRD (with or without evidence) unless you "
                   "pick another; the other strategies use a set only when one is picked.")
     zero_shot = forms.BooleanField(required=False, label="Zero-shot (no exemplars)")
+    paper_replica = forms.BooleanField(
+        required=False, label="Paper replica",
+        help_text="Interactive-T2S as the paper's authors ran it: their exemplars, observation formats, SQL "
+                  "rules and case retry (README, Fidelity to the paper).")
     limit = forms.IntegerField(min_value=1, required=False, help_text="Only the first N questions (a sample).")
     db_ids = forms.CharField(required=False, label="Databases",
                              help_text="Comma-separated db_ids to restrict to; empty: all.")

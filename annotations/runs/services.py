@@ -370,7 +370,8 @@ RETRYABLE_SESSION = ("failed", "llm_error", "cancelled")
 
 
 def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactive_t2s",
-                     options: dict | None = None, exemplar_set_version=None, zero_shot: bool = False, user=None,
+                     options: dict | None = None, exemplar_set_version=None, zero_shot: bool = False,
+                     paper_replica: bool = False, user=None,
                      db_ids: Sequence[str] = (), limit: int | None = None, max_concurrency: int | None = None,
                      spend_cap: float | None = None, pool: str | None = None) -> Run:
     """A run of one of our strategies over (a sample of) a dataset: one agent session per question.
@@ -385,6 +386,10 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
     """
     if strategy not in STRATEGIES:
         raise ValidationError({"strategy": [f"Unknown strategy; choose one of {', '.join(sorted(STRATEGIES))}."]})
+    if paper_replica:
+        if strategy != session_services.DEFAULT_EXEMPLARS_STRATEGY or zero_shot:
+            raise ValidationError("The paper-replica preset is the Interactive-T2S agent with the paper's exemplars.")
+        options = {**dict(options or {}), **session_services.PAPER_REPLICA_OPTIONS}
     endpoint = session_services.default_llm_endpoint()
     if endpoint is None:
         raise ValidationError({"llm": ["No LLM endpoint is configured (see README)."]})
@@ -415,8 +420,8 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
             created_by=user,
             config={"options": dict(options or {}), "llm": session_services.llm_snapshot(endpoint),
                     "exemplar_set_version": exemplar_set_version.pk if exemplar_set_version else None,
-                    "exemplars_choice": choice, "max_concurrency": concurrency, "spend_cap": spend_cap,
-                    "example_pool": pool_snapshot,
+                    "exemplars_choice": choice, "preset": "paper-replica" if paper_replica else None,
+                    "max_concurrency": concurrency, "spend_cap": spend_cap, "example_pool": pool_snapshot,
                     "sample": {"db_ids": list(db_ids), "limit": limit}})
         RunItem.objects.bulk_create([
             RunItem(run=run, question=q, prediction_note="" if q.database_id else "database not available here")

@@ -72,9 +72,9 @@ def run_launch(request: HttpRequest, name: str) -> HttpResponse:
         try:
             run = services.run_create_agent(
                 dataset=dataset, name=data["name"], strategy=data["strategy"], user=request.user,
-                exemplar_set_version=data["exemplar_set_version"], zero_shot=data["zero_shot"], db_ids=data["db_ids"],
-                limit=data["limit"], max_concurrency=data["max_concurrency"], spend_cap=data["spend_cap"],
-                pool=data["pool"] or None)
+                exemplar_set_version=data["exemplar_set_version"], zero_shot=data["zero_shot"],
+                paper_replica=data["paper_replica"], db_ids=data["db_ids"], limit=data["limit"],
+                max_concurrency=data["max_concurrency"], spend_cap=data["spend_cap"], pool=data["pool"] or None)
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
         else:

@@ -24,6 +24,9 @@ class Command(BaseCommand):
                             help="Few-shot exemplars from a published set (its newest version, or version N). "
                                  "Default for interactive_t2s: the paper's set that fits the database.")
         parser.add_argument("--zero-shot", action="store_true", help="No exemplars at all.")
+        parser.add_argument("--paper-replica", action="store_true",
+                            help="The agent as the paper's authors ran it: their exemplars, their observation "
+                                 "formats, their code's SQL rules and case retry (README, Fidelity to the paper).")
         parser.add_argument("--without", action="append", default=[], choices=tool_names(), metavar="TOOL",
                             help="Switch a tool off (repeatable), e.g. --without FindShortestPath")
         parser.add_argument("--wait", action="store_true", help="Follow the session and print each turn.")
@@ -31,7 +34,7 @@ class Command(BaseCommand):
                             help="Run the session in this process instead of on a worker (implies --wait).")
 
     def handle(self, *args, database, question, evidence, strategy, max_rounds, exemplars, without, wait, inline,
-               zero_shot=False, **options):
+               zero_shot=False, paper_replica=False, **options):
         db = Database.objects.filter(name=database).first()
         if db is None:
             raise CommandError(f"No database named {database!r}.")
@@ -44,6 +47,7 @@ class Command(BaseCommand):
         try:
             session = sessions.session_create(database=db, question=question, evidence=evidence, strategy=strategy,
                                               options=opts, few_shot=version, zero_shot=zero_shot,
+                                              paper_replica=paper_replica,
                                               enqueue=not inline)
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None

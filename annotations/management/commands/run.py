@@ -21,6 +21,8 @@ class Command(BaseCommand):
         parser.add_argument("--exemplars", metavar="SET[:N]",
                             help="Exemplar set (default for interactive_t2s: the paper's set for the dataset).")
         parser.add_argument("--zero-shot", action="store_true", help="No exemplars at all.")
+        parser.add_argument("--paper-replica", action="store_true",
+                            help="Interactive-T2S as the paper's authors ran it (README, Fidelity to the paper).")
         parser.add_argument("--concurrency", type=int)
         parser.add_argument("--spend-cap", type=float)
         parser.add_argument("--pool", metavar="SPEC", help=POOL_HELP)
@@ -47,7 +49,8 @@ class Command(BaseCommand):
             try:
                 run = services.run_create_agent(
                     dataset=dataset, name=o["name"] or f"{o['strategy']} on {dataset.name}", strategy=o["strategy"],
-                    exemplar_set_version=version, zero_shot=o["zero_shot"], db_ids=o["db"], limit=o["limit"],
+                    exemplar_set_version=version, zero_shot=o["zero_shot"], paper_replica=o["paper_replica"],
+                    db_ids=o["db"], limit=o["limit"],
                     max_concurrency=o["concurrency"], spend_cap=o["spend_cap"], pool=o["pool"])
             except ValidationError as exc:
                 raise CommandError(" ".join(exc.messages)) from None
