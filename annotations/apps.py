@@ -10,7 +10,7 @@ def _publish_paper_sets(sender, using="default", **kwargs) -> None:
 
     if not router.allow_migrate_model(using, ExemplarSet):
         return
-    from annotations.exemplars.paper_sets import ensure_paper_sets
+    from annotations.exemplars.importer import ensure_paper_sets
 
     ensure_paper_sets()
 

@@ -33,7 +33,7 @@ from agent.strategies.parsing import ActionParseError, parse_action
 from agent.textclean import JSONTooDeep, json_loads
 from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
 
-from . import selectors, services
+from . import paper_sets, selectors, services
 
 JSON_FORMAT = "t2s-studio/exemplar-set"
 JSON_FORMAT_VERSION = 1
@@ -454,3 +454,18 @@ def import_json(path: Path, *, user=None, name: str | None = None, databases: li
             note=str(version_info.get("note") or ""),
             source=f"import: {path.name} ({set_info.get('name')} v{version_info.get('number')})")
     return ImportResult([version], len(rows), [], [])
+
+
+# --- the paper's sets -----------------------------------------------------------------------------
+
+
+def ensure_paper_sets() -> list[ExemplarSetVersion]:
+    """Import every vendored paper set that is not there yet; returns the versions created (none on re-runs)."""
+    created: list[ExemplarSetVersion] = []
+    for name, folder in paper_sets.FOLDERS.items():
+        if ExemplarSet.objects.filter(name=name).exists():
+            continue
+        with transaction.atomic():
+            result = import_interactive_t2s(paper_sets.PROMPTS_DIR / folder, name=name)
+        created += result.versions
+    return created

@@ -2,8 +2,8 @@
 
 The paper always prompts with two exemplars: the Spider set for Spider, and one of two BIRD sets
 depending on whether the evidence is shown. ``ensure_paper_sets`` imports the vendored folders as
-published sets (idempotent: a set that exists by name is left alone), and runs after every
-``migrate`` (``AnnotationsConfig.ready``), so ``make run`` and a fresh test database both have them.
+published sets (``importer.ensure_paper_sets``, idempotent: a set that exists by name is left alone) after
+every ``migrate`` (``AnnotationsConfig.ready``), so ``make run`` and a fresh test database both have them.
 ``default_version`` picks the set that fits a database or a dataset: the default whenever a user
 neither picks a set nor asks for zero-shot.
 """
@@ -11,8 +11,6 @@ neither picks a set nor asks for zero-shot.
 from __future__ import annotations
 
 from pathlib import Path
-
-from django.db import transaction
 
 from annotations.models import ExemplarSetVersion
 
@@ -28,22 +26,6 @@ FOLDERS: dict[str, str] = {
     BIRD_WITH_EVIDENCE: "bird-with_evidence",
     BIRD_NO_EVIDENCE: "bird-no_evidence",
 }
-
-
-def ensure_paper_sets() -> list[ExemplarSetVersion]:
-    """Import every vendored paper set that is not there yet; returns the versions created (none on re-runs)."""
-    from annotations.models import ExemplarSet
-
-    from .importer import import_interactive_t2s
-
-    created: list[ExemplarSetVersion] = []
-    for name, folder in FOLDERS.items():
-        if ExemplarSet.objects.filter(name=name).exists():
-            continue
-        with transaction.atomic():
-            result = import_interactive_t2s(PROMPTS_DIR / folder, name=name)
-        created += result.versions
-    return created
 
 
 def default_set_name(*, bird: bool, use_evidence: bool) -> str:

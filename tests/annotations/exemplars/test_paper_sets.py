@@ -7,6 +7,7 @@ from django.core.management import call_command
 
 from agent.services import sessions
 from annotations.exemplars import paper_sets
+from annotations.exemplars.importer import ensure_paper_sets
 from annotations.exemplars.selectors import few_shot_for_version
 from annotations.models import Dataset, DatasetQuestion, ExemplarSet, ExemplarSetVersion
 from tests.conftest import SHARED_DIR
@@ -45,7 +46,7 @@ def test_the_three_paper_sets_are_published_after_migrate_with_two_exemplars_eac
 
 def test_publishing_again_is_idempotent():
     before = ExemplarSetVersion.objects.count()
-    assert paper_sets.ensure_paper_sets() == []
+    assert ensure_paper_sets() == []
     call_command("migrate", verbosity=0, stdout=StringIO())  # every migrate runs it; nothing new
     assert ExemplarSetVersion.objects.count() == before
 
@@ -54,7 +55,7 @@ def test_a_fresh_install_gets_them_back_if_one_is_missing():
     version = ExemplarSetVersion.objects.get(exemplar_set__name=paper_sets.BIRD_NO_EVIDENCE)
     ExemplarSetVersion.objects.filter(pk=version.pk)._raw_delete(ExemplarSetVersion.objects.db)
     ExemplarSet.objects.filter(name=paper_sets.BIRD_NO_EVIDENCE).delete()
-    created = paper_sets.ensure_paper_sets()
+    created = ensure_paper_sets()
     assert [v.exemplar_set.name for v in created] == [paper_sets.BIRD_NO_EVIDENCE]
 
 

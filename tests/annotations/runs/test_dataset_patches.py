@@ -11,7 +11,7 @@ from agent.services import toolbox_for
 from annotations.runs import services
 from tests.conftest import SPIDER_DIR
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.shared_data]
 
 
 @pytest.fixture
