@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("agent", "0003_column_descriptions"),
+        ("agent", "0004_example_pool"),
     ]
 
     operations = [
