@@ -124,8 +124,32 @@ SUBSTITUTIONS = (
 )
 
 
+FIDELITY: dict[str, tuple[str, ...]] = {
+    "as_in_paper": (
+        "2-shot by default: the paper's Spider, BIRD-with-evidence and BIRD-without-evidence sets (the "
+        "authors' files, vendored), chosen by dataset; zero-shot only when asked.",
+        "Sampling (temperature 0.7, top_p 0.95, 512 tokens), stops at Observation, at most 12 rounds.",
+        "Done needs an executed query; two identical outputs in a row stop the case (authors' code).",
+        "Table 10 ablation: without FindShortestPath the set's tool_desc_no_findpath.txt is sent and the "
+        "exemplar steps calling it are left out.",
+        "SearchColumn returns the top 5 columns per phrase.",
+    ),
+    "differs": (
+        "SearchValue searches an embedded SQLite FTS5 index with typo tolerance instead of Elasticsearch.",
+        "SearchColumn ranks with BM25 by default instead of the authors' embedding model (MiniLM is an "
+        "optional backend that needs torch).",
+        "Observations use our compact format unless observation_profile is 'paper' (the authors' formats; "
+        "SearchColumn's statistics text stays ours).",
+        "Authors' code, not in the paper, off by default: authors_sql_rules (ExecuteSQL rejections and the "
+        "DOUBLE-CHECK hint) and authors_case_retry (up to 3 attempts); both on in the paper-replica preset.",
+        "Spider's flight_2 foreign key (the authors' patch) only when imported with --patch flight_2.",
+    ),
+}
+
+
 class InteractiveT2S(Strategy):
     name = "interactive_t2s"
+    fidelity = FIDELITY
     substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
     config_class = InteractiveT2SConfig
     config: InteractiveT2SConfig
