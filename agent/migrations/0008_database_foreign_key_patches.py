@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("agent", "0004_example_pool"),
+        ("agent", "0007_endpoint_spend_bounds"),
     ]
 
     operations = [
