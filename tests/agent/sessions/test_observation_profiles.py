@@ -3,12 +3,14 @@
 import pytest
 
 from agent.models import Turn
+from agent.roles import CURATOR
 from agent.services import sessions
 from agent.tools import registry
 from agent.tools.execute_sql import QueryOutcome
 from agent.tools.spec import ToolOutput
 from annotations.exemplars import services as exemplar_services
 from annotations.exemplars.selectors import few_shot_for_version
+from tests.conftest import give_roles
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +23,7 @@ ACTIONS = ['SearchValue("AC/DC")', 'SearchColumn(["album title", "artist name"])
 @pytest.fixture
 def version(demo_database, django_user_model):
     author = django_user_model.objects.create_user("ana", password="pw-ana-123")
-    reviewer = django_user_model.objects.create_user("rex", password="pw-rex-123", is_staff=True)
+    reviewer = give_roles(django_user_model.objects.create_user("rex", password="pw-rex-123"), CURATOR)
     exemplar = exemplar_services.exemplar_create(user=author, database=demo_database,
                                                  question="Which albums has AC/DC made?")
     for action in ACTIONS:
