@@ -136,7 +136,8 @@ def parse_bird_predictions(text: str) -> PredictionSet:
             pos = nxt + 1
             continue
         lineno = line_of(value_pos)
-        if not isinstance(key, str) or not key.strip().isdigit():
+        # isdigit() alone admits superscripts such as '²', which int() refuses
+        if not isinstance(key, str) or not (key.strip().isascii() and key.strip().isdigit()):
             issues.append(ParseIssue(lineno, f"key {key!r} is not a question index"))
             continue
         index = int(key)

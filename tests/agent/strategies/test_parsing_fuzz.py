@@ -53,7 +53,7 @@ def test_hostile_completion_parses_fast_and_never_raises(text):
     step = parse_step(text)
     elapsed = best_time(parse_step, text)
     assert isinstance(step, ParsedStep)
-    assert elapsed < 0.05, f"{elapsed * 1000:.1f} ms"
+    assert elapsed < 0.5, f"{elapsed * 1000:.1f} ms"  # 50 ms idle: make bench-limits measures it
     assert step.action is not None or (step.error and len(step.error) < 2000)
 
 
@@ -84,7 +84,9 @@ def test_parse_time_is_linear_in_input_size():
         return best_time(parse_step, 'Thought: t\nAction: ExecuteSQL("' + ")" * n)
 
     small, large = timed(10_000), timed(100_000)
-    assert large < 0.05 and large < small * 40  # quadratic would be ~100x
+    # The 50 ms figure is measured by `make bench-limits`; here only a bound that a loaded CI machine
+    # keeps and the old quadratic parser (130 s for 200 KB) breaks by far.
+    assert large < 0.5 and large < small * 40  # quadratic would be ~100x
 
 
 # --- property-based --------------------------------------------------------------------------
@@ -116,7 +118,7 @@ def test_adversarial_fragments_never_raise(text):
 def test_repeated_fragments_stay_fast(fragments, repeats):
     text = ("".join(fragments) * max(1, repeats // len("".join(fragments))))[:MB]
     step = parse_step(text)
-    assert best_time(parse_step, text, runs=2) < 0.05
+    assert best_time(parse_step, text, runs=2) < 0.5  # 50 ms on an idle machine: see make bench-limits
     assert step.action is not None or step.error
 
 

@@ -39,6 +39,14 @@ def test_bird_predictions_of_any_json_object_never_raise(obj):
     assert len(parsed.predictions) <= len(obj)
 
 
+
+def test_bird_prediction_key_that_is_a_digit_but_not_a_number_is_an_issue():
+    # '²'.isdigit() is True, int('²') raises: Hypothesis found it
+    parsed = parse_bird_predictions(json.dumps({"²": "SELECT 1\t----- bird -----\tdb", "0": "SELECT 2"}))
+    assert [p.index for p in parsed.predictions] == [0]
+    assert any("not a question index" in issue.message for issue in parsed.issues)
+
+
 def _records():
     good = st.fixed_dictionaries({"question": st.text(min_size=1, max_size=20),
                                   "sql": st.just("SELECT 1"), "db_id": st.sampled_from(["a", "b"])})
