@@ -13,11 +13,15 @@ pytestmark = pytest.mark.django_db
 def drive(run):
     """What the dispatcher task and the workers do, in this process."""
     peak = 0
-    while services.run_dispatch(run=run):
+    for _ in range(200):  # a run that never settles fails the test instead of hanging the suite
+        if not services.run_dispatch(run=run):
+            break
         queued = list(AgentSession.objects.filter(status="queued").values_list("pk", flat=True))
         peak = max(peak, len(queued) + AgentSession.objects.filter(status="running").count())
         for pk in queued:
             sessions.session_execute(session_id=pk)
+    else:
+        pytest.fail("the run still had work in flight after 200 dispatch passes")
     run.refresh_from_db()
     return peak
 
@@ -60,7 +64,12 @@ def test_agent_run_over_a_sample_is_dispatched_within_its_concurrency_and_evalua
     assert "paper-spider v1</a> (the paper's set for this dataset, the default)" in page
 
 
+@pytest.mark.shared_data
 def test_a_zero_shot_run_sends_no_exemplars(spider_dev, replay_llm):
+    from agent import services as agent_services
+    from agent.models import Database
+
+    agent_services.database_refresh(database=Database.objects.get(name="concert_singer"))
     server = replay_llm(["Thought: ok\nAction: Done"])
     run = services.run_create_agent(dataset=spider_dev, name="zs", db_ids=["concert_singer"], limit=1,
                                     zero_shot=True)
