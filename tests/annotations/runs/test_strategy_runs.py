@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from agent.models import AgentSession, LLMEndpoint, Turn
+from agent.models import AgentSession, DatabaseGrant, LLMEndpoint, Turn
 from agent.services import sessions
 from annotations.runs import services
 from annotations.runs.models import Run
 from annotations.runs.pools import question_key
 from tests.agent.strategies.tool_double import build_school_db
+from tests.conftest import testers_group
 
 
 def drive(run):
@@ -62,6 +63,8 @@ def school_dataset(tmp_path: Path):
     build_school_db(root / "database" / "school" / "school.sqlite")
     (root / "dev.json").write_text(json.dumps([{"db_id": "school", "question": q, "query": s} for q, s in QUESTIONS]))
     dataset = services.dataset_import(kind="spider", path=root, name="tiny-dev", build_indexes=True)
+    for database_id in set(dataset.questions.exclude(database=None).values_list("database_id", flat=True)):
+        DatabaseGrant.objects.get_or_create(database_id=database_id, group=testers_group())  # user_client's
     LLMEndpoint.objects.create(name="priced", base_url="http://127.0.0.1:9/v1", model="replay-model",
                                input_price_per_mtok=1.0, output_price_per_mtok=2.0, is_default=True)
     return dataset
