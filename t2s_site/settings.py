@@ -166,6 +166,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Several models have a "status" (or "kind") field with its own choices: one named enum each.
+    "ENUM_NAME_OVERRIDES": {
+        "DatabaseStatusEnum": "agent.models.Database.Status",
+        "SessionStatusEnum": "agent.models.AgentSession.Status",
+    },
 }
 
 # --- Celery -----------------------------------------------------------------------

@@ -32,12 +32,24 @@ from agent.models import AgentSession, Database, ExamplePool, LLMEndpoint, Turn
 from agent.services import spend
 from agent.strategies import STRATEGIES, FewShot, SessionContext, TurnRecord, create_strategy
 from agent.strategies.interactive_t2s import PAPER_REPLICA_OPTIONS
+from agent.strategies.options import option_errors
 from agent.strategies.pool import PoolExample
 from agent.tools import IndexMissing
 
 from . import few_shot as few_shot_source
 from .databases import toolbox_for
 from .jobs import enqueue_on_commit
+
+
+def check_option_types(strategy: str, options: Mapping[str, Any]) -> None:
+    """A ValidationError on ``options`` naming each option of the wrong type (``max_rounds: "8"``), before any
+    config is built: a caller gets a field error, never a Python message."""
+    if not isinstance(options, Mapping):
+        raise ValidationError({"options": ["options must be an object."]})
+    errors = option_errors(STRATEGIES[strategy].config_class, options)
+    if errors:
+        raise ValidationError({"options": errors})
+
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +167,7 @@ def session_create(
     if not errors:
         try:
             spend.check_api_key_env(endpoint.api_key_env)
+            check_option_types(strategy, options or {})
             defaults = create_strategy(strategy, {}).config.to_dict()
             strategy_obj = create_strategy(strategy, spend.bounded_options(options or {}, endpoint=endpoint,
                                                                            defaults=defaults))

@@ -393,6 +393,7 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
     endpoint = session_services.default_llm_endpoint()
     if endpoint is None:
         raise ValidationError({"llm": ["No LLM endpoint is configured (see README)."]})
+    session_services.check_option_types(strategy, options or {})
     try:
         defaults = create_strategy(strategy, {}).config.to_dict()
         create_strategy(strategy, spend.bounded_options(options or {}, endpoint=endpoint, defaults=defaults))

@@ -73,6 +73,24 @@ def test_api_rejects_bad_input_without_storing_anything(user_client, spider_data
     assert not AgentSession.objects.exists()
 
 
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"max_rounds": "8"}, "max_rounds must be a whole number, not str."),
+    ({"max_rounds": True}, "max_rounds must be a whole number, not bool."),
+    ({"temperature": "hot"}, "temperature must be a number, not str."),
+    ({"enabled_tools": "ExecuteSQL"}, "enabled_tools must be a list of strings, not str."),
+    ({"max_total_tokens": [1]}, "max_total_tokens must be a whole number or null, not list."),
+])
+def test_api_names_a_wrongly_typed_option_instead_of_a_python_error(user_client, spider_database, replay_llm,
+                                                                     options, message):
+    spider_database("concert_singer")
+    replay_llm(SCRIPT)
+    bad = user_client.post("/api/sessions/", {"database": "concert_singer", "question": "q", "options": options},
+                           content_type="application/json")
+    assert bad.status_code == 400
+    assert bad.json() == {"options": [message]}
+    assert not AgentSession.objects.exists()
+
 def test_only_the_asker_or_staff_can_cancel(client, django_user_model, spider_database, replay_llm, grant):
     spider_database("concert_singer")
     replay_llm(SCRIPT)
