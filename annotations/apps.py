@@ -27,5 +27,10 @@ class AnnotationsConfig(AppConfig):
         from annotations.exemplars.selectors import VersionFewShotSource
 
         few_shot.register_source(VersionFewShotSource())
+        # A finished session of a run frees its slot: the run's next question starts at once.
+        from agent.services import sessions
+        from annotations.runs.services import run_session_finished
+
+        sessions.on_session_finished("runs", lambda session_id: run_session_finished(session_id=session_id))
 
         post_migrate.connect(_publish_paper_sets, sender=self, dispatch_uid="annotations_paper_sets")

@@ -10,6 +10,8 @@ from agent.conf import AppSettings
 DEFAULTS: dict[str, Any] = {
     # Gold query results, keyed by database fingerprint and SQL: computed once, reused by every evaluation.
     "GOLD_CACHE_DIR": Path("var") / "gold-cache",
+    # Seconds between safety-net polls of a running run (a finished session dispatches its run at once).
+    "DISPATCH_POLL_S": 10.0,
 }
 
 annotations_settings = AppSettings(DEFAULTS)

@@ -2,6 +2,7 @@
 
 from celery import shared_task
 
+from annotations.conf import annotations_settings
 from annotations.runs import services
 from annotations.runs.models import Run
 
@@ -15,10 +16,11 @@ def evaluate_run(run_id: int) -> None:
 
 @shared_task(bind=True, acks_late=True, ignore_result=True)
 def dispatch_run(self, run_id: int) -> None:
-    # Polls while sessions are in flight; each poll is short, so a dead worker loses at most one poll.
+    # Finished sessions dispatch their run themselves (run_session_finished); this poll is the safety net for
+    # a lost wake-up and for databases still being indexed, so it comes back only every DISPATCH_POLL_S.
     run = Run.objects.filter(pk=run_id).first()
     if run is not None and services.run_dispatch(run=run):
-        self.apply_async((run_id,), countdown=2)
+        self.apply_async((run_id,), countdown=annotations_settings.DISPATCH_POLL_S)
 
 
 @shared_task(ignore_result=True)

@@ -198,6 +198,8 @@ T2S = {
     "INDEX_DIR": Path(os.environ.get("T2S_INDEX_DIR", VAR_DIR / "indexes")),
     # Gold query results, keyed by database fingerprint and SQL: computed once, reused by every evaluation.
     "GOLD_CACHE_DIR": Path(os.environ.get("T2S_GOLD_CACHE_DIR", VAR_DIR / "gold-cache")),
+    # Safety-net poll of a running run; finished sessions dispatch their run at once.
+    "DISPATCH_POLL_S": float(os.environ.get("T2S_DISPATCH_POLL_S", "10")),
     "DEMO_DATABASE": BASE_DIR / "agent" / "demo" / "chinook.sqlite",
     # SQLite files the web, the API and the admin may register (browser uploads land in the first one); the
     # server-side commands may name any readable file except the app's own data (agent/services/locations.py).

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -61,6 +61,24 @@ RUN_SESSION_TASK = "agent.tasks.run_session"
 
 class LeaseLost(Exception):
     """Another worker took the session over (this one was presumed dead)."""
+
+
+# Called with a session's id once it has ended (any final status), in the worker that ran it. The agent app
+# does not know about runs: annotations registers here what a finished session means for its run.
+_finished_listeners: dict[str, Callable[[int], None]] = {}
+
+
+def on_session_finished(key: str, listener: Callable[[int], None]) -> None:
+    """Register ``listener(session_id)`` under ``key`` (registering a key again replaces it)."""
+    _finished_listeners[key] = listener
+
+
+def _notify_finished(session_id: int) -> None:
+    for key, listener in list(_finished_listeners.items()):
+        try:
+            listener(session_id)
+        except Exception:  # the session is stored; a run's safety-net poll catches what a listener missed
+            logger.exception("session-finished listener %s failed for session %s", key, session_id)
 
 
 # --- LLM configuration -----------------------------------------------------------------
@@ -381,6 +399,7 @@ def session_execute(*, session_id: int) -> None:
     heartbeat = _Heartbeat(session_id, lease)
     heartbeat.start()
     tools = None
+    finished = False
     try:
         previous = session_records(session)
         strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
@@ -416,29 +435,32 @@ def session_execute(*, session_id: int) -> None:
             status, error = AgentSession.Status.FAILED, f"Stopped at the session time limit " \
                                                         f"({agent_settings.SESSION_MAX_SECONDS} s)."
         cost = outcome.totals.cost
-        _finish(session_id, lease, status=status, error=error, final_sql=outcome.final_sql or "",
-                result=result_preview(outcome.result), cost=cost, started=started)
+        finished = _finish(session_id, lease, status=status, error=error, final_sql=outcome.final_sql or "",
+                           result=result_preview(outcome.result), cost=cost, started=started)
     except LeaseLost:
         logger.warning("session %s was taken over by another worker", session_id)
     except IndexMissing as exc:
-        _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
+        finished = _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
                 error=f"The tool indexes of {session.database.name} are not built yet: {exc}")
     except Exception as exc:
         logger.exception("session %s failed", session_id)
-        _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
+        finished = _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
                 error=f"{type(exc).__name__}: {exc}")
     finally:
         heartbeat.stop_event.set()
         if tools is not None:
             tools.connector.close()
+    if finished:
+        _notify_finished(session_id)
 
 
 def _finish(session_id: int, lease: str, *, status: str, error: str, started: float, final_sql: str = "",
-            result: dict | None = None, cost: float | None = None) -> None:
-    AgentSession.objects.filter(pk=session_id, lease=lease).update(
+            result: dict | None = None, cost: float | None = None) -> bool:
+    """Store the outcome while this worker still holds the lease; True when it did."""
+    return bool(AgentSession.objects.filter(pk=session_id, lease=lease).update(
         status=status, error=error, final_sql=final_sql, result=result,
         cost=cost, finished_at=timezone.now(), elapsed_ms=(time.monotonic() - started) * 1000,
-        heartbeat_at=timezone.now())
+        heartbeat_at=timezone.now()))
 
 
 def sessions_recover_stale(*, stale_after_s: float | None = None, max_attempts: int = MAX_ATTEMPTS) -> dict:

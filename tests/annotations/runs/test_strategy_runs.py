@@ -26,6 +26,9 @@ def drive(run):
         for pk in AgentSession.objects.filter(status="queued").order_by("pk").values_list("pk", flat=True):
             sessions.session_execute(session_id=pk)
     run.refresh_from_db()
+    if run.status == Run.Status.EVALUATING:  # what the evaluation task does
+        services.run_evaluate(run=run)
+        run.refresh_from_db()
 
 pytestmark = pytest.mark.django_db
 
