@@ -124,6 +124,8 @@ EXPECTATIONS: dict[str, Rule] = {
     "runs:run_detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.run.pk}, scoped=True),
     "runs:run_reevaluate": Rule({"POST": only(OPERATOR)}, kwargs=lambda w: {"pk": w.run.pk}, scoped=True),
     "runs:run_item": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.run.pk, "item_id": w.item.pk}, scoped=True),
+    "runs:run_missing": Rule({"POST": only(OPERATOR)}, kwargs=lambda w: {"pk": w.run.pk}, scoped=True,
+                             data=lambda w: {"choice": "wrong"}),
     "runs:run_control": Rule({"POST": only(OPERATOR)}, kwargs=lambda w: {"pk": w.run.pk, "action": "cancel"},
                              scoped=True),
     # labels

@@ -16,6 +16,11 @@ from annotations.evaluation.records import STATUS_LABELS
 EVAL_STATUS_CHOICES = [(status.value, label) for status, label in STATUS_LABELS.items()]
 
 
+class MissingPredictions(models.TextChoices):
+    WRONG = "wrong", "scored as wrong"
+    SUBSET = "subset", "left out: only the given subset is scored"
+
+
 class Dataset(models.Model):
     class Kind(models.TextChoices):
         SPIDER = "spider", "Spider"
@@ -92,6 +97,10 @@ class Run(models.Model):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True)
     import_issues = models.JSONField(default=list, blank=True, help_text="Malformed lines of an imported file.")
+    missing_predictions = models.CharField(
+        max_length=10, blank=True, choices=MissingPredictions.choices,
+        help_text="An imported file with fewer predictions than questions: how the missing ones are scored, as "
+                  "chosen before scoring. Empty while nothing is missing, or while the choice is awaited.")
     totals = models.JSONField(default=dict, blank=True, help_text="EX, Soft-F1 and counts of the last evaluation.")
     breakdowns = models.JSONField(default=dict, blank=True)
     evaluated_at = models.DateTimeField(null=True, blank=True)

@@ -123,6 +123,23 @@ def dataset_run_table(*, dataset) -> list[dict[str, Any]]:
     return rows
 
 
+def prediction_counts(*, run: Run) -> dict[str, Any] | None:
+    """How an imported file's predictions cover the dataset, with the sentence shown before scoring, e.g.
+    "500 predictions for 1034 questions: 534 missing". None for runs of our strategies (and older imports)."""
+    counts = (run.config or {}).get("predictions")
+    if run.source != Run.Source.IMPORTED or not counts:
+        return None
+    text = f"{counts['given']} predictions for {counts['questions']} questions"
+    if counts["missing"]:
+        text += f": {counts['missing']} missing"
+    if counts["malformed"]:
+        text += f" ({counts['malformed']} of the {counts['given']} malformed)"
+    if counts["extra"]:
+        text += f"; {counts['extra']} past the last question ignored"
+    return {**counts, "text": text, "choice": run.missing_predictions,
+            "choice_label": run.get_missing_predictions_display() if run.missing_predictions else ""}
+
+
 def run_summary(*, run: Run) -> dict[str, Any]:
     breakdowns = run.breakdowns or {}
     return {
@@ -134,6 +151,8 @@ def run_summary(*, run: Run) -> dict[str, Any]:
         "agent": run_agent_figures(run=run),
         "cell_values": cell_value_figures(run=run) if run.totals else None,
         "import_issues": run.import_issues,
+        "predictions": prediction_counts(run=run),
+        "unscored": (run.totals["questions"] - run.totals["scored"]) if run.totals else None,
     }
 
 
@@ -141,12 +160,16 @@ def render_summary(summary: dict[str, Any]) -> str:
     """The figures as plain text for the command line."""
     t = summary["totals"]
     lines = [f"{summary['dataset']} · {summary['name']}"]
+    counts = summary.get("predictions")
+    if counts and counts["missing"]:
+        lines.append(f"{counts['text']}; missing predictions {counts['choice_label'] or 'not chosen yet'}")
     if not t:
-        return lines[0] + "\n(not evaluated)"
+        return "\n".join(lines) + "\n(not evaluated)"
     ex = "n/a" if t["ex"] is None else f"{t['ex']:.2f}%"
     f1 = "" if t.get("soft_f1") is None else f"   Soft-F1 {t['soft_f1']:.2f}%"
-    lines.append(f"EX {ex} ({t['correct']}/{t['scored']}){f1}   over {t['scored']} of {t['questions']} questions "
-                 f"({t['questions'] - t['scored']} not scored: gold error or no database)")
+    lines.append(f"EX {ex} ({t['correct']} correct of {t['scored']} scored questions){f1}   "
+                 f"{t['questions']} questions in the run, {t['questions'] - t['scored']} of them not scored "
+                 f"(gold error or no database)")
     cv = summary.get("cell_values")
     if cv:
         paper = cv["paper"]

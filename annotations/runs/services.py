@@ -42,7 +42,7 @@ from annotations.evaluation import (
 from annotations.evaluation.runner import suite_files
 from annotations.exemplars.selectors import few_shot_for_version
 from annotations.models import ExemplarSetVersion
-from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
+from annotations.runs.models import Dataset, DatasetQuestion, MissingPredictions, Run, RunItem
 from annotations.runs.patches import patches_for
 from annotations.runs.pools import pool_from_spec, question_key
 
@@ -262,8 +262,13 @@ def db_resolver_for(dataset: Dataset):
 
 
 def run_import_predictions(*, dataset: Dataset, text: str, fmt: str, name: str, source_file: str = "",
-                           user=None, evaluate_later: bool = False) -> Run:
+                           user=None, evaluate_later: bool = False, missing: str | None = None) -> Run:
     """An external system's predictions as a Run. Malformed lines are kept as issues, the rest imported.
+
+    A file with fewer predictions than the dataset has questions is never scored silently: the counts are
+    stored (``config["predictions"]``) and ``missing`` says how the questions without a prediction count,
+    ``"wrong"`` (in the denominator, as failed predictions) or ``"subset"`` (left out: only the given
+    questions are scored). Without a choice such a run stays pending until ``run_choose_missing``.
 
     ``evaluate_later`` queues its evaluation after commit (the web upload); otherwise the caller evaluates.
     """
@@ -276,6 +281,8 @@ def run_import_predictions(*, dataset: Dataset, text: str, fmt: str, name: str, 
             raise ValidationError(f"Not a BIRD prediction file: {exc}") from None
     else:
         raise ValidationError(f"Unknown prediction format {fmt!r}; expected spider or bird")
+    if missing not in (None, *MissingPredictions.values):
+        raise ValidationError(f"Unknown choice for missing predictions {missing!r}; expected wrong or subset")
     questions = {q.index: q for q in dataset.questions.all()}
     by_index = parsed.by_index()
     issues = [{"line": i.line, "message": i.message} for i in parsed.issues]
@@ -283,16 +290,51 @@ def run_import_predictions(*, dataset: Dataset, text: str, fmt: str, name: str, 
     if extra:
         issues.append({"line": 0, "message": f"{len(extra)} predictions past the dataset's "
                                              f"{len(questions)} questions were ignored"})
+    given = [i for i in questions if i in by_index]
+    counts = {"questions": len(questions), "given": len(given), "missing": len(questions) - len(given),
+              "malformed": sum(1 for i in given if by_index[i].sql is None), "extra": len(extra)}
     with transaction.atomic():
         run = Run.objects.create(name=name, dataset=dataset, source=Run.Source.IMPORTED, source_file=source_file,
-                                 config={"format": fmt}, import_issues=issues, created_by=user)
+                                 config={"format": fmt, "predictions": counts}, import_issues=issues,
+                                 created_by=user)
         RunItem.objects.bulk_create([
             clean_instance(RunItem(run=run, question=q,
                     predicted_sql=(by_index[i].sql or "") if i in by_index else "",
                     prediction_note="" if i in by_index and by_index[i].sql is not None
-                    else ("malformed line" if i in by_index else "no prediction")))
+                    else ("malformed line" if i in by_index else NO_PREDICTION)))
             for i, q in questions.items()
         ])
+        if counts["missing"] and missing:
+            run = run_choose_missing(run=run, choice=missing, evaluate_later=evaluate_later)
+        elif evaluate_later and not counts["missing"]:
+            run_evaluate_queue(run=run)
+    return run
+
+
+NO_PREDICTION = "no prediction"
+
+
+def run_awaits_missing_choice(run: Run) -> bool:
+    """An imported run with questions the file does not predict, whose scoring choice is not made yet."""
+    counts = (run.config or {}).get("predictions") or {}
+    return run.source == Run.Source.IMPORTED and bool(counts.get("missing")) and not run.missing_predictions
+
+
+def run_choose_missing(*, run: Run, choice: str, evaluate_later: bool = True) -> Run:
+    """Record how a short prediction file's missing questions count, then (``evaluate_later``) queue scoring.
+
+    ``subset`` removes the questions without a prediction from the run (it covers the given subset, as a
+    sampled run of our strategies does); malformed lines stay in and count as failed predictions either way.
+    """
+    if choice not in MissingPredictions.values:
+        raise ValidationError(f"Unknown choice {choice!r}; expected wrong or subset")
+    if not run_awaits_missing_choice(run):
+        raise ValidationError("This run has no missing predictions awaiting a choice.")
+    with transaction.atomic():
+        if choice == MissingPredictions.SUBSET:
+            run.items.filter(predicted_sql="", prediction_note=NO_PREDICTION).delete()
+        run.missing_predictions = choice
+        run.save(update_fields=["missing_predictions"])
         if evaluate_later:
             run_evaluate_queue(run=run)
     return run
@@ -300,6 +342,8 @@ def run_import_predictions(*, dataset: Dataset, text: str, fmt: str, name: str, 
 
 def run_evaluate_queue(*, run: Run) -> None:
     """Mark the run evaluating and queue its evaluation after commit."""
+    if run_awaits_missing_choice(run):
+        raise ValidationError("Choose first how the questions without a prediction are scored.")
     with transaction.atomic():
         Run.objects.filter(pk=run.pk).update(status=Run.Status.EVALUATING)
         enqueue_on_commit(EVALUATE_TASK, run.pk)

@@ -13,5 +13,6 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_detail, name="run_detail"),
     path("runs/<int:pk>/evaluate/", views.run_reevaluate, name="run_reevaluate"),
     path("runs/<int:pk>/items/<int:item_id>/", views.run_item, name="run_item"),
+    path("runs/<int:pk>/missing/", views.run_missing, name="run_missing"),
     path("runs/<int:pk>/<str:action>/", views.run_control, name="run_control"),
 ]

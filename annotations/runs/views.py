@@ -46,7 +46,11 @@ def dataset_detail(request: HttpRequest, name: str) -> HttpResponse:
         except ValidationError as exc:
             form.add_error("file", " ".join(exc.messages))
         else:
-            messages.success(request, f"Imported; {len(run.import_issues)} lines could not be used. Evaluating…")
+            counts = selectors.prediction_counts(run=run)
+            if services.run_awaits_missing_choice(run):
+                messages.warning(request, f"{counts['text']}. Nothing is scored until you choose how below.")
+            else:
+                messages.success(request, f"Imported: {counts['text']}. Evaluating…")
             return redirect(run)
     launch = RunLaunchForm(prefix="launch")
     by_db = dataset.questions.values("db_id", "database__name").order_by("db_id")
@@ -110,6 +114,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     context = {"run": run, "summary": selectors.run_summary(run=run), "page": page, "filters": filters,
+               "awaiting_choice": services.run_awaits_missing_choice(run),
+               "can_choose_missing": policies.can_upload_predictions(request.user),
                "query": query.urlencode(), "exemplars": selectors.run_exemplars(run=run),
                "progress": services.run_progress(run=run) if run.source == Run.Source.AGENT else None}
     if request.htmx and request.GET.get("poll"):
@@ -138,8 +144,26 @@ def run_item(request: HttpRequest, pk: int, item_id: int) -> HttpResponse:
 def run_reevaluate(request: HttpRequest, pk: int) -> HttpResponse:
     run = policies.access_run(request.user, pk)
     policies.check_can_control_run(request.user, run)
-    services.run_evaluate_queue(run=run)
-    messages.info(request, "Evaluation queued.")
+    try:
+        services.run_evaluate_queue(run=run)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.info(request, "Evaluation queued.")
+    return redirect(run)
+
+
+@require_POST
+def run_missing(request: HttpRequest, pk: int) -> HttpResponse:
+    """The choice for a short prediction file: its missing questions scored as wrong, or only the subset."""
+    run = policies.access_run(request.user, pk)
+    policies.check_can_upload_predictions(request.user, run.dataset)
+    try:
+        services.run_choose_missing(run=run, choice=request.POST.get("choice", ""))
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.info(request, f"Missing predictions {run.get_missing_predictions_display()}. Evaluating…")
     return redirect(run)
 
 

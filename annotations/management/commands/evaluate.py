@@ -21,8 +21,13 @@ class Command(BaseCommand):
         parser.add_argument("--save", metavar="RUN_NAME", help="Store the evaluated predictions as a run.")
         parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
         parser.add_argument("--workers", type=int, default=2)
+        parser.add_argument("--missing", choices=["wrong", "subset"], default=None,
+                            help="When the file has fewer predictions than the dataset has questions: score the "
+                                 "missing ones as wrong, or score only the given subset. Required then: a short "
+                                 "file is never scored silently.")
 
-    def handle(self, *args, dataset, predictions, format, save, json: bool, workers, **options):  # noqa: A002
+    def handle(self, *args, dataset, predictions, format, save, json: bool, workers, missing,  # noqa: A002
+               **options):
         ds = Dataset.objects.filter(name=dataset).first()
         if ds is None:
             raise CommandError(f"No dataset named {dataset!r}; import it with import_dataset.")
@@ -33,7 +38,14 @@ class Command(BaseCommand):
         try:
             with transaction.atomic():
                 run = services.run_import_predictions(dataset=ds, text=path.read_text(encoding="utf-8"), fmt=fmt,
-                                                      name=save or f"evaluate {path.name}", source_file=path.name)
+                                                      name=save or f"evaluate {path.name}", source_file=path.name,
+                                                      missing=missing)
+                if services.run_awaits_missing_choice(run):
+                    counts = selectors.prediction_counts(run=run)
+                    self._write_issues(path, run.import_issues)
+                    raise CommandError(
+                        f"{path.name}: {counts['text']}. Choose how to score them: --missing wrong (they count as "
+                        f"wrong) or --missing subset (only the {counts['given']} predicted questions are scored).")
                 run = services.run_evaluate(run=run, workers=workers)
                 summary = selectors.run_summary(run=run)
                 if not save:
@@ -43,11 +55,15 @@ class Command(BaseCommand):
         if json:
             self.stdout.write(_json_dumps(summary))
             return
-        for issue in summary["import_issues"]:
-            self.stderr.write(f"{path.name}: line {issue['line']}: {issue['message']}")
+        self._write_issues(path, summary["import_issues"])
         self.stdout.write(selectors.render_summary(summary))
         if save:
             self.stdout.write(self.style.SUCCESS(f"Saved as run #{run.pk} ({run.name})."))
+
+    def _write_issues(self, path: Path, issues: list[dict]) -> None:
+        for issue in issues:
+            where = f"line {issue['line']}: " if issue["line"] else ""
+            self.stderr.write(f"{path.name}: {where}{issue['message']}")
 
 
 def _json_dumps(data) -> str:
