@@ -6,6 +6,11 @@
   }
   document.addEventListener("DOMContentLoaded", function () { highlight(document); });
   document.addEventListener("htmx:afterSwap", function (e) { highlight(e.target); });
+  // <select data-autosubmit> submits its form when changed (the CSP refuses inline onchange= handlers).
+  document.addEventListener("change", function (e) {
+    var field = e.target.closest("[data-autosubmit]");
+    if (field && field.form) field.form.submit();
+  });
   document.addEventListener("click", function (e) {
     var button = e.target.closest("[data-copy]");
     if (!button) return;

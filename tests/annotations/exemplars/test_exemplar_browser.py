@@ -10,8 +10,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def settled(pg) -> None:
-    """Wait until htmx has finished swapping and settling (a click on a button not yet processed is lost)."""
-    pg.wait_for_function("!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')")
+    """Wait until htmx has finished swapping and settling (a click on a button not yet processed is lost).
+
+    Page-side waits are written as functions: the CSP refuses Playwright's eval of a bare expression."""
+    pg.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')")
 
 
 def test_add_step_run_and_save(page, live_server, user, demo_database, tmp_path):
@@ -57,7 +59,7 @@ def test_add_step_run_and_save(page, live_server, user, demo_database, tmp_path)
     page.wait_for_selector("text=Run them again")
     settled(page)
     page.click("text=Run them again")
-    page.wait_for_function("!document.querySelector('.badge.stale')")
+    page.wait_for_function("() => !document.querySelector('.badge.stale')")
     # Save the draft with a tag, then submit it for review.
     page.eval_on_selector("details:has(#exemplar-form)", "d => { d.open = true; }")
     page.fill("#exemplar-form input[name=tags]", "1 join, count")
