@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from agent import services
-from agent.models import AgentSession, Database, DatabaseGrant, ExamplePool, LLMEndpoint, Turn
+from agent.models import AgentSession, Database, DatabaseGrant, ExamplePool, LLMEndpoint, Turn, UserBudget
 
 
 class DatabaseAdminForm(forms.ModelForm):
@@ -114,3 +114,12 @@ class ExamplePoolAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+@admin.register(UserBudget)
+class UserBudgetAdmin(admin.ModelAdmin):
+    """An account's own daily LLM budget; empty fields take the defaults (T2S_DAILY_*_BUDGET), 0 is no limit."""
+
+    list_display = ("user", "tokens_per_day", "cost_per_day", "updated_at")
+    search_fields = ("user__username",)
+    autocomplete_fields = ("user",)

@@ -9,6 +9,7 @@ from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from agent import policies, selectors, services
 from agent.api_permissions import PolicyPermission
@@ -169,3 +170,36 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
         policies.check_can_cancel_session(request.user, session)
         session = session_services.session_cancel(session=session)
         return Response(SessionSerializer(session).data)
+
+
+class BudgetSerializer(serializers.Serializer):
+    tokens_per_day = serializers.IntegerField(allow_null=True, help_text="None: no limit.")
+    cost_per_day = serializers.FloatField(allow_null=True, help_text="None: no limit.")
+    own_budget = serializers.BooleanField(help_text="The account's own budget rather than the default.")
+    tokens_used_today = serializers.IntegerField()
+    cost_used_today = serializers.FloatField()
+    tokens_left = serializers.IntegerField(allow_null=True)
+    cost_left = serializers.FloatField(allow_null=True)
+    day_start = serializers.DateTimeField()
+    resets_at = serializers.DateTimeField()
+
+
+class AccountSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    roles = serializers.ListField(child=serializers.CharField())
+    budget = BudgetSerializer()
+
+
+class AccountView(APIView):
+    """The signed-in account: its roles and its daily LLM budget with today's use (UTC day)."""
+
+    permission_classes = [permissions.IsAuthenticated, PolicyPermission]
+
+    @extend_schema(responses=AccountSerializer)
+    def get(self, request: Request) -> Response:
+        from agent.roles import ROLES
+        from agent.services import budgets
+
+        roles = sorted(request.user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+        return Response({"username": request.user.get_username(), "roles": roles,
+                         "budget": budgets.budget_status(request.user).to_dict()})

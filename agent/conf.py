@@ -32,6 +32,10 @@ DEFAULTS: dict[str, Any] = {
     # Spend bounds (agent/services/spend.py): session options never exceed these or the endpoint's record.
     "MAX_ROUNDS_CEILING": 30,
     "MAX_TOKENS_CEILING": 4096,  # when the endpoint's record sets none
+    # Daily LLM budget per account (prompt + completion tokens, cost in the endpoints' price currency) over the
+    # turns of the current UTC day; 0: no limit. An account's UserBudget overrides either.
+    "DAILY_TOKEN_BUDGET": 0,
+    "DAILY_COST_BUDGET": 0.0,
     # Environment variables an endpoint may read its API key from (shell patterns).
     "API_KEY_ENV_ALLOWED": ["*_API_KEY"],
     # Roles (groups, agent/roles.py) every new account gets.

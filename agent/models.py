@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.urls import reverse
 
@@ -403,3 +403,26 @@ class DatabaseGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.database} → {self.user or self.group}"
+
+
+class UserBudget(models.Model):
+    """One account's own daily LLM budget, instead of the settings' defaults (``agent/services/budgets.py``).
+
+    A field left empty takes the default (``T2S_DAILY_TOKEN_BUDGET`` / ``T2S_DAILY_COST_BUDGET``); 0 means no
+    limit for this account.
+    """
+
+    user = models.OneToOneField("auth.User", on_delete=models.CASCADE, related_name="llm_budget")
+    tokens_per_day = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Prompt + completion tokens per UTC day. Empty: the default; 0: no limit.")
+    cost_per_day = models.DecimalField(
+        max_digits=12, decimal_places=4, null=True, blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="Cost per UTC day, in the endpoints' price currency. Empty: the default; 0: no limit.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["user__username"]
+
+    def __str__(self) -> str:
+        return f"budget of {self.user}"

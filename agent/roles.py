@@ -34,7 +34,9 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
     DATA_ADMIN: [*_READ, "agent.add_database", "agent.change_database", "agent.delete_database",
                  "agent.add_llmendpoint", "agent.change_llmendpoint", "agent.view_llmendpoint",
                  "agent.add_databasegrant", "agent.change_databasegrant", "agent.delete_databasegrant",
-                 "agent.view_databasegrant"],
+                 "agent.view_databasegrant",
+                 "agent.add_userbudget", "agent.change_userbudget", "agent.delete_userbudget",
+                 "agent.view_userbudget"],
 }
 
 ROLES = tuple(ROLE_PERMISSIONS)
@@ -42,6 +44,7 @@ ROLES = tuple(ROLE_PERMISSIONS)
 
 def ensure_roles(apps=None) -> None:
     """Create the role groups and give them their permissions (idempotent; ``apps`` from a migration)."""
+    migrating = apps is not None
     if apps is None:
         from django.apps import apps as global_apps
 
@@ -67,6 +70,8 @@ def ensure_roles(apps=None) -> None:
         for perm in perms:
             app_label, codename = perm.split(".", 1)
             found = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
+            if found is None and migrating:
+                continue  # a model added by a later migration: the post_migrate pass gives it
             if found is None:
                 raise LookupError(f"role {role}: no permission {perm}")
             wanted.append(found)

@@ -10,6 +10,7 @@ urlpatterns = [
     path("sessions/<int:pk>/cancel/", views.session_cancel, name="session_cancel"),
     path("tools/", views.tool_console, name="tool_console"),
     path("fidelity/", views.fidelity, name="fidelity"),
+    path("account/", views.account, name="account"),
     path("databases/", views.database_list, name="database_list"),
     path("databases/register/", views.database_register, name="database_register"),
     path("databases/<str:name>/", views.database_detail, name="database_detail"),

@@ -4,7 +4,7 @@ from django.urls import include, path
 from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
-from agent.api import DatabaseViewSet, SessionViewSet
+from agent.api import AccountView, DatabaseViewSet, SessionViewSet
 from annotations.labels.api import LabelViewSet
 
 router = DefaultRouter()
@@ -14,5 +14,6 @@ router.register("labels", LabelViewSet, basename="label")
 
 urlpatterns = [
     path("token/", obtain_auth_token, name="api_token"),
+    path("account/", AccountView.as_view(), name="api_account"),
     path("", include(router.urls)),
 ]

@@ -232,6 +232,9 @@ T2S = {
     "SESSION_HEARTBEAT_S": float(os.environ.get("T2S_SESSION_HEARTBEAT_S", "10")),
     "SESSION_STALE_AFTER_S": float(os.environ.get("T2S_SESSION_STALE_AFTER_S", "90")),
     "MAX_ROUNDS_CEILING": int(os.environ.get("T2S_MAX_ROUNDS_CEILING", "30")),
+    # Daily LLM budget per account (empty or 0: no limit); an account's own budget in the admin overrides it.
+    "DAILY_TOKEN_BUDGET": int(os.environ.get("T2S_DAILY_TOKEN_BUDGET") or 0),
+    "DAILY_COST_BUDGET": float(os.environ.get("T2S_DAILY_COST_BUDGET") or 0),
     "API_KEY_ENV_ALLOWED": [p.strip() for p in os.environ.get("T2S_API_KEY_ENV_ALLOWED", "*_API_KEY").split(",")
                             if p.strip()],
     # Roles (groups) every new account gets; see the README's roles table.

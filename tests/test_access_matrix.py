@@ -63,9 +63,11 @@ EXPECTATIONS: dict[str, Rule] = {
     "api_schema": Rule({"GET": ALL}, api=True),
     "api_docs": Rule({"GET": ALL}, api=True),
     "api-root": Rule({"GET": ALL}, api=True),
+    "api_account": Rule({"GET": ALL}, api=True),
     # agent pages
     "home": Rule({"GET": ALL}),
     "fidelity": Rule({"GET": ALL}),
+    "account": Rule({"GET": ALL}),
     "ask": Rule({"GET": ALL, "POST": only(ASKER)}),
     "session_list": Rule({"GET": ALL}),
     "session_detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.session.pk}, scoped=True),

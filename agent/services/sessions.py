@@ -36,6 +36,7 @@ from agent.strategies.options import option_errors
 from agent.strategies.pool import PoolExample
 from agent.tools import IndexMissing
 
+from . import budgets, gates
 from . import few_shot as few_shot_source
 from .databases import toolbox_for
 from .jobs import enqueue_on_commit
@@ -175,6 +176,11 @@ def session_create(
     if endpoint is None:
         errors["llm"] = ["No LLM endpoint is configured: set OPENAI_BASE_URL, OPENAI_API_KEY and T2S_LLM_MODEL "
                          "(see README), or add a default endpoint in the admin."]
+    owner = user if user is not None and user.is_authenticated else None
+    if owner is not None:
+        used_up = budgets.budget_used_up(owner)
+        if used_up:
+            errors["budget"] = [used_up]
     if paper_replica:
         if strategy != DEFAULT_EXEMPLARS_STRATEGY:
             errors["strategy"] = ["The paper-replica preset is the Interactive-T2S agent."]
@@ -394,7 +400,7 @@ def session_execute(*, session_id: int) -> None:
     lease = _claim(session_id)
     if lease is None:
         return
-    session = AgentSession.objects.select_related("database").get(pk=session_id)
+    session = AgentSession.objects.select_related("database", "created_by").get(pk=session_id)
     started = time.monotonic()
     heartbeat = _Heartbeat(session_id, lease)
     heartbeat.start()
@@ -405,7 +411,9 @@ def session_execute(*, session_id: int) -> None:
         strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
         tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", None),
                             profile=getattr(strategy.config, "observation_profile", "default"))
-        llm = llm_client_from_snapshot(session.config["llm"])
+        # Every call passes the session's gate: the account's daily budget (agent/services/gates.py).
+        llm = gates.gated(llm_client_from_snapshot(session.config["llm"]), user=session.created_by,
+                          llm_snapshot=session.config["llm"])
         few_shot = _few_shot(session.config)
         ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
                              exemplars=_exemplars_for(few_shot, strategy), tool_description=few_shot.tool_description,

@@ -1,9 +1,10 @@
+from .account import account
 from .databases import database_detail, database_list, database_refresh, database_register, home, table_rows
 from .fidelity import fidelity
 from .sessions import ask, session_cancel, session_detail, session_list
 from .tools import tool_console
 
 __all__ = [
-    "ask", "database_detail", "database_list", "database_refresh", "database_register", "fidelity", "home",
+    "account", "ask", "database_detail", "database_list", "database_refresh", "database_register", "fidelity", "home",
     "session_cancel", "session_detail", "session_list", "table_rows", "tool_console",
 ]
