@@ -98,6 +98,8 @@ def budget_status(user, *, now: dt.datetime | None = None) -> BudgetStatus:
 
 def budget_used_up(user) -> str | None:
     """Why ``user`` may start nothing more today (their budget is spent), or None."""
+    if budget_for(user) == Budget(tokens=None, cost=None, own=False):
+        return None  # no limit: no need to add up today's turns
     status = budget_status(user)
     if status.tokens_left == 0:
         return (f"{BUDGET_REACHED}: {status.tokens_used} of {status.budget.tokens} tokens used today (UTC); "
