@@ -33,8 +33,8 @@ class PredictionImportForm(forms.Form):
 
 
 class CompareForm(forms.Form):
-    a = forms.ModelChoiceField(queryset=Run.objects.none(), label="Run A")
-    b = forms.ModelChoiceField(queryset=Run.objects.none(), label="Run B")
+    a = forms.ModelChoiceField(queryset=Run.objects.none(), label="Run A", empty_label="choose a run")
+    b = forms.ModelChoiceField(queryset=Run.objects.none(), label="Run B", empty_label="choose a run")
 
     def __init__(self, *args, user=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)

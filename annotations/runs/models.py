@@ -16,6 +16,10 @@ from annotations.evaluation.records import STATUS_LABELS
 EVAL_STATUS_CHOICES = [(status.value, label) for status, label in STATUS_LABELS.items()]
 
 
+# The prediction note of a question an imported file has no line (or entry) for.
+NO_PREDICTION = "no prediction"
+
+
 class MissingPredictions(models.TextChoices):
     WRONG = "wrong", "scored as wrong"
     SUBSET = "subset", "left out: only the given subset is scored"

@@ -13,7 +13,7 @@ from django.db.models import Avg, Count, Q, Sum
 from agent.services import open_connector
 from agent.sql import Limits, SQLError
 from annotations.evaluation import DIFFICULTY_ORDER, SCORED_STATUSES, TABLE_BUCKETS, Status, constraint_values
-from annotations.runs.models import DatasetQuestion, Run, RunItem
+from annotations.runs.models import NO_PREDICTION, DatasetQuestion, Run, RunItem
 
 SCORED = sorted(s.value for s in SCORED_STATUSES)
 
@@ -210,33 +210,105 @@ def run_items(*, run: Run, outcome: str = "", db_id: str = "", difficulty: str =
     return qs
 
 
-def run_compare(*, a: Run, b: Run) -> dict[str, Any]:
-    """Totals, flips (wrong to right, right to wrong), per-bucket deltas and the question-level pairs."""
+def outcome(item: RunItem) -> tuple[str, str]:
+    """A run item's result in words, with its badge class: "correct", "wrong result", "prediction failed", ...,
+    "not scored: gold query failed"; the one vocabulary of the compare page and its CSV."""
+    if item.ex:
+        return "correct", "ok"
+    status = item.eval_status
+    if status == Status.OK:
+        return "wrong result", "error"
+    if status == Status.PRED_ERROR:
+        return ("no prediction" if item.prediction_note == NO_PREDICTION else "prediction failed"), "error"
+    if status == Status.PRED_TIMEOUT:
+        return "prediction timed out", "error"
+    if status == Status.GOLD_ERROR:
+        return "not scored: gold query failed", ""
+    if status == Status.NOT_EXECUTABLE:
+        return "not scored: no database", ""
+    return "not evaluated yet", ""
+
+
+COMPARE_KINDS = {
+    "fixed": "wrong → right", "broken": "right → wrong", "both_right": "both right", "both_wrong": "both wrong",
+    "unscored": "not scored in A or B",
+}
+
+
+def _pair_kind(ia: RunItem, ib: RunItem) -> str:
+    if ia.ex is None or ib.ex is None:
+        return "unscored"
+    if ia.ex == ib.ex:
+        return "both_right" if ia.ex else "both_wrong"
+    return "fixed" if ib.ex else "broken"
+
+
+def _bucket_of(question: DatasetQuestion) -> tuple[str, str]:
+    from annotations.evaluation.sqlstats import table_bucket
+
+    return question.difficulty or "unknown", table_bucket(question.table_count) or "unknown"
+
+
+def run_compare(*, a: Run, b: Run, kind: str = "", bucket: str = "", db_id: str = "") -> dict[str, Any]:
+    """Totals, flips (wrong to right, right to wrong), per-bucket deltas and every question-level pair.
+
+    The counts cover every question of either run and add up: the questions both runs have (right, wrong,
+    flipped, or not scored in one of them, named with the reason) plus those only one run has (a sample,
+    or a prediction file scored as a subset). ``kind`` (a key of ``COMPARE_KINDS`` or ``flips``), ``bucket``
+    (``difficulty:easy``, ``tables:2``) and ``db_id`` filter the pairs; the counts stay those of all.
+    """
     items_a = {i.question_id: i for i in a.items.select_related("question")}
     items_b = {i.question_id: i for i in b.items.select_related("question")}
-    pairs, flips = [], defaultdict(list)
-    for qid in sorted(set(items_a) & set(items_b), key=lambda q: items_a[q].question.index):
+    common = sorted(set(items_a) & set(items_b), key=lambda q: items_a[q].question.index)
+    pairs, counts, unscored_reasons = [], dict.fromkeys(COMPARE_KINDS, 0), defaultdict(int)
+    for qid in common:
         ia, ib = items_a[qid], items_b[qid]
-        if ia.ex is None or ib.ex is None:
-            kind = "unscored"
-        elif ia.ex == ib.ex:
-            kind = "both_right" if ia.ex else "both_wrong"
-        else:
-            kind = "fixed" if ib.ex else "broken"
-        flips[kind].append(ia.question.index)
-        pairs.append({"question": ia.question, "a": ia, "b": ib, "kind": kind})
+        pair_kind = _pair_kind(ia, ib)
+        counts[pair_kind] += 1
+        word_a, class_a = outcome(ia)
+        word_b, class_b = outcome(ib)
+        if pair_kind == "unscored":
+            unscored_reasons[(word_a if ia.ex is None else word_b).removeprefix("not scored: ")] += 1
+        pairs.append({"question": ia.question, "a": ia, "b": ib, "kind": pair_kind, "kind_label": COMPARE_KINDS[
+            pair_kind], "word_a": word_a, "class_a": class_a, "word_b": word_b, "class_b": class_b})
+    databases = sorted({p["question"].db_id for p in pairs})
+    if kind == "flips":
+        pairs = [p for p in pairs if p["kind"] in ("fixed", "broken")]
+    elif kind in COMPARE_KINDS:
+        pairs = [p for p in pairs if p["kind"] == kind]
+    if bucket:
+        group, _, key = bucket.partition(":")
+        position = 0 if group == "difficulty" else 1
+        pairs = [p for p in pairs if _bucket_of(p["question"])[position] == key]
+    if db_id:
+        pairs = [p for p in pairs if p["question"].db_id == db_id]
     buckets = []
     for name, key in (("difficulty", "difficulty"), ("tables", "tables")):
         ba, bb = (a.breakdowns or {}).get(key, {}), (b.breakdowns or {}).get(key, {})
         order = DIFFICULTY_ORDER if key == "difficulty" else TABLE_BUCKETS
         for k in sorted(set(ba) | set(bb), key=lambda k: (order.index(k) if k in order else len(order), k)):
             ea, eb = (ba.get(k) or {}).get("ex"), (bb.get(k) or {}).get("ex")
-            buckets.append({"group": name, "key": k, "a": ea, "b": eb,
+            buckets.append({"group": name, "key": k, "value": f"{name}:{k}", "a": ea, "b": eb,
                             "delta": None if ea is None or eb is None else round(eb - ea, 2)})
     ta, tb = a.totals or {}, b.totals or {}
-    return {"a": a, "b": b, "pairs": pairs, "counts": {k: len(v) for k, v in flips.items()},
-            "buckets": buckets, "common": len(pairs),
+    only_a, only_b = len(set(items_a) - set(items_b)), len(set(items_b) - set(items_a))
+    return {"a": a, "b": b, "pairs": pairs, "counts": counts, "common": len(common),
+            "unscored_reasons": dict(sorted(unscored_reasons.items())), "only_a": only_a, "only_b": only_b,
+            "all_questions": len(common) + only_a + only_b, "databases": databases,
+            "buckets": buckets,
             "delta_ex": None if ta.get("ex") is None or tb.get("ex") is None else round(tb["ex"] - ta["ex"], 2)}
+
+
+COMPARE_CSV_HEADER = ["index", "db_id", "difficulty", "tables_joined_paper_count", "question", "kind",
+                      "a_outcome", "b_outcome", "a_sql", "b_sql", "gold_sql"]
+
+
+def compare_csv_rows(comparison: dict[str, Any]):
+    """The (filtered) pairs of ``run_compare`` as CSV rows after ``COMPARE_CSV_HEADER``."""
+    for p in comparison["pairs"]:
+        q = p["question"]
+        yield [q.index, q.db_id, q.difficulty, q.table_count, q.question, p["kind_label"], p["word_a"], p["word_b"],
+               p["a"].predicted_sql, p["b"].predicted_sql, q.gold_sql]
 
 
 def run_item_with_results(*, item: RunItem, max_rows: int = 200):

@@ -42,7 +42,7 @@ from annotations.evaluation import (
 from annotations.evaluation.runner import suite_files
 from annotations.exemplars.selectors import few_shot_for_version
 from annotations.models import ExemplarSetVersion
-from annotations.runs.models import Dataset, DatasetQuestion, MissingPredictions, Run, RunItem
+from annotations.runs.models import NO_PREDICTION, Dataset, DatasetQuestion, MissingPredictions, Run, RunItem
 from annotations.runs.patches import patches_for
 from annotations.runs.pools import pool_from_spec, question_key
 
@@ -309,9 +309,6 @@ def run_import_predictions(*, dataset: Dataset, text: str, fmt: str, name: str, 
         elif evaluate_later and not counts["missing"]:
             run_evaluate_queue(run=run)
     return run
-
-
-NO_PREDICTION = "no prediction"
 
 
 def run_awaits_missing_choice(run: Run) -> bool:

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from agent.textclean import csv_writer
 from annotations import policies
 from annotations.runs import selectors, services
 from annotations.runs.forms import CompareForm, DatasetImportForm, PredictionImportForm, RunLaunchForm
@@ -169,11 +170,31 @@ def run_missing(request: HttpRequest, pk: int) -> HttpResponse:
 
 def run_compare(request: HttpRequest) -> HttpResponse:
     form = CompareForm(request.GET or None, user=request.user)
-    comparison = None
+    comparison, page = None, None
+    filters = {k: request.GET.get(k, "") for k in ("kind", "bucket", "db_id")}
     if form.is_valid():
-        comparison = selectors.run_compare(a=form.cleaned_data["a"], b=form.cleaned_data["b"])
-        kind = request.GET.get("kind")
-        if kind:
-            comparison["pairs"] = [p for p in comparison["pairs"] if p["kind"] == kind]
-    return render(request, "annotations/runs/run_compare.html", {"form": form, "comparison": comparison,
-                                                                 "kind": request.GET.get("kind", "")})
+        comparison = selectors.run_compare(a=form.cleaned_data["a"], b=form.cleaned_data["b"], **filters)
+        if request.GET.get("format") == "csv":
+            return _compare_csv(comparison)
+        page = Paginator(comparison["pairs"], COMPARE_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    base = request.GET.copy()
+    for key in (*filters, "page", "format"):
+        base.pop(key, None)
+    return render(request, "annotations/runs/run_compare.html", {
+        "form": form, "comparison": comparison, "page": page, "filters": filters, "query": query.urlencode(),
+        "base": base.urlencode(), "kinds": selectors.COMPARE_KINDS})
+
+
+COMPARE_PAGE_SIZE = 100
+
+
+def _compare_csv(comparison: dict) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = (f'attachment; filename="compare-run{comparison["a"].pk}-'
+                                       f'run{comparison["b"].pk}.csv"')
+    writer = csv_writer(response)  # neutralises spreadsheet formulas (SQL may start with '-' comments)
+    writer.writerow(selectors.COMPARE_CSV_HEADER)
+    writer.writerows(selectors.compare_csv_rows(comparison))
+    return response
