@@ -90,7 +90,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
     list_display = ("id", "question", "database", "strategy", "status", "rounds", "created_by", "created_at")
     list_filter = ("status", "strategy", "database")
     search_fields = ("question", "final_sql")
-    readonly_fields = ("lease", "attempts", "heartbeat_at", "started_at", "finished_at", "created_at")
+    readonly_fields = ("lease", "attempts", "heartbeat_at", "queued_at", "started_at", "finished_at", "created_at")
     inlines = [TurnInline]
 
 

@@ -23,9 +23,12 @@ DEFAULTS: dict[str, Any] = {
     "LLM_MODEL": "",
     # Celery's threads pool has no time limits: sessions enforce their own wall-clock limit.
     "SESSION_MAX_SECONDS": 900,
-    # A running session's worker touches it every HEARTBEAT_S; silent for STALE_AFTER_S means the worker died.
-    "SESSION_HEARTBEAT_S": 10.0,
-    "SESSION_STALE_AFTER_S": 90.0,
+    # A running session's worker touches it every HEARTBEAT_S; silent for STALE_AFTER_S (about three beats)
+    # means the worker died, and any worker's sweep requeues it (agent/services/leases.py).
+    "SESSION_HEARTBEAT_S": 2.0,
+    "SESSION_STALE_AFTER_S": 7.0,
+    # A session QUEUED this long after its message was published is published again (a lost message).
+    "SESSION_QUEUED_STALE_AFTER_S": 300.0,
     # SQLite files the web, the API and the admin may register (browser uploads land in the first); commands may
     # name any readable file but the app's own data (agent/services/locations.py).
     "DATA_DIRS": [Path("var") / "uploads"],

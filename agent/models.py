@@ -247,9 +247,12 @@ class AgentSession(models.Model):
     elapsed_ms = models.FloatField(null=True, blank=True)
 
     cancel_requested = models.BooleanField(default=False)
-    lease = models.CharField(max_length=64, blank=True, help_text="Token of the worker currently running it.")
+    lease = models.CharField(max_length=300, blank=True,
+                             help_text="The worker running it and a token: '<worker name>#<random>'.")
     attempts = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True,
+                                     help_text="When its task was last published; long QUEUED means the message was lost.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -5,7 +5,7 @@ from celery.signals import worker_ready
 
 from agent import services
 from agent.models import Database
-from agent.services import sessions
+from agent.services import leases, sessions
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -15,8 +15,12 @@ def refresh_database(database_id: int, force: bool = False) -> None:
         services.database_refresh(database=database, force=force)
 
 
-# acks_late + idempotent service: a re-delivered session resumes from its stored turns.
-@shared_task(acks_late=True, ignore_result=True, reject_on_worker_lost=True)
+# acks_late + idempotent service: a re-delivered session resumes from its stored turns. A transient fault
+# (database or broker away) comes back here as SessionInterrupted: retried with backoff; if even the retry
+# cannot be published, the session stays QUEUED (or RUNNING without heartbeat) and a sweep picks it up.
+@shared_task(acks_late=True, ignore_result=True, reject_on_worker_lost=True,
+             autoretry_for=(sessions.SessionInterrupted,), retry_backoff=1, retry_backoff_max=30, retry_jitter=True,
+             max_retries=6)
 def run_session(session_id: int) -> None:
     sessions.session_execute(session_id=session_id)
 
@@ -28,5 +32,12 @@ def recover_stale_sessions() -> None:
 
 @worker_ready.connect
 def _recover_on_start(sender=None, **kwargs) -> None:
-    # A worker that starts after a crash picks up what the dead one left running.
-    recover_stale_sessions.delay()
+    # Leases carry the worker's name: what this name still holds died with its previous process, so it is
+    # requeued at once; then this worker's lease keeper beats for its sessions and sweeps for everyone's.
+    if sender is not None and getattr(sender, "hostname", None):
+        leases.set_worker_identity(sender.hostname)
+    try:
+        leases.reclaim_own()
+        sessions.sessions_recover_stale()
+    finally:
+        leases.keeper().sweeping = True

@@ -228,9 +228,11 @@ T2S = {
     "LLM_MODEL": os.environ.get("T2S_LLM_MODEL", ""),
     # Celery's threads pool has no time limits: sessions enforce their own wall-clock limit.
     "SESSION_MAX_SECONDS": int(os.environ.get("T2S_SESSION_MAX_SECONDS", "900")),
-    # A running session's worker touches it every HEARTBEAT_S; silent for STALE_AFTER_S means the worker died.
-    "SESSION_HEARTBEAT_S": float(os.environ.get("T2S_SESSION_HEARTBEAT_S", "10")),
-    "SESSION_STALE_AFTER_S": float(os.environ.get("T2S_SESSION_STALE_AFTER_S", "90")),
+    # A running session's worker touches it every HEARTBEAT_S; silent for STALE_AFTER_S (about three beats)
+    # means the worker died. QUEUED longer than QUEUED_STALE_AFTER_S after publishing: the message was lost.
+    "SESSION_HEARTBEAT_S": float(os.environ.get("T2S_SESSION_HEARTBEAT_S", "2")),
+    "SESSION_STALE_AFTER_S": float(os.environ.get("T2S_SESSION_STALE_AFTER_S", "7")),
+    "SESSION_QUEUED_STALE_AFTER_S": float(os.environ.get("T2S_SESSION_QUEUED_STALE_AFTER_S", "300")),
     "MAX_ROUNDS_CEILING": int(os.environ.get("T2S_MAX_ROUNDS_CEILING", "30")),
     # Daily LLM budget per account (empty or 0: no limit); an account's own budget in the admin overrides it.
     "DAILY_TOKEN_BUDGET": int(os.environ.get("T2S_DAILY_TOKEN_BUDGET") or 0),

@@ -16,15 +16,15 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from agent.conf import agent_settings
 from agent.llm import LLMClient, LLMSettings, Message, PriceTable
@@ -38,8 +38,8 @@ from agent.tools import IndexMissing
 
 from . import budgets, gates
 from . import few_shot as few_shot_source
+from . import leases
 from .databases import toolbox_for
-from .jobs import enqueue_on_commit
 
 
 def check_option_types(strategy: str, options: Mapping[str, Any]) -> None:
@@ -55,9 +55,9 @@ def check_option_types(strategy: str, options: Mapping[str, Any]) -> None:
 logger = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 4000
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = leases.MAX_ATTEMPTS
 RESULT_PREVIEW_ROWS = 50
-RUN_SESSION_TASK = "agent.tasks.run_session"
+RUN_SESSION_TASK = leases.RUN_SESSION_TASK
 
 
 class LeaseLost(Exception):
@@ -217,7 +217,7 @@ def session_create(
     with transaction.atomic():
         session = AgentSession.objects.create(
             database=database, question=question, evidence=(evidence or "").strip(), strategy=strategy,
-            config=config, llm_endpoint=endpoint if endpoint.pk else None,
+            config=config, llm_endpoint=endpoint if endpoint.pk else None, queued_at=timezone.now(),
             created_by=user if user is not None and user.is_authenticated else None,
         )
         if enqueue:
@@ -304,7 +304,8 @@ def _rerender(shot, database: Database, cfg):
 
 
 def session_enqueue(*, session: AgentSession) -> None:
-    enqueue_on_commit(RUN_SESSION_TASK, session.pk)
+    """Publish the session's task after commit; a failed publish leaves it QUEUED for the recovery sweep."""
+    leases.publish(session.pk)
 
 
 def session_cancel(*, session: AgentSession) -> AgentSession:
@@ -319,10 +320,18 @@ def session_cancel(*, session: AgentSession) -> AgentSession:
 
 # --- run -----------------------------------------------------------------------------------
 
+# Faults that say nothing about the session itself: the app database or the broker was away for a moment.
+# The session is released (or left to the stale sweep) and runs again from its stored turns; never FAILED.
+TRANSIENT_FAULTS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, KombuOperationalError)
+
+
+class SessionInterrupted(Exception):
+    """A transient fault stopped the session; it is queued again (or will be by the sweep) and resumes."""
+
 
 def _claim(session_id: int) -> str | None:
     """Take the lease if the session is queued, or running under a worker that stopped beating."""
-    lease = uuid.uuid4().hex
+    lease = leases.new_lease()
     now = timezone.now()
     stale = now - timedelta(seconds=agent_settings.SESSION_STALE_AFTER_S)
     claimed = AgentSession.objects.filter(pk=session_id).filter(
@@ -334,27 +343,6 @@ def _claim(session_id: int) -> str | None:
         return None
     AgentSession.objects.filter(pk=session_id, started_at__isnull=True).update(started_at=now)
     return lease
-
-
-class _Heartbeat(threading.Thread):
-    """Touches the session every few seconds so a long LLM call is not mistaken for a dead worker."""
-
-    def __init__(self, session_id: int, lease: str) -> None:
-        super().__init__(daemon=True, name=f"heartbeat-{session_id}")
-        self.session_id, self.lease = session_id, lease
-        self.stop_event = threading.Event()
-        self.lost = False
-
-    def run(self) -> None:
-        try:
-            while not self.stop_event.wait(agent_settings.SESSION_HEARTBEAT_S):
-                alive = AgentSession.objects.filter(pk=self.session_id, lease=self.lease).update(
-                    heartbeat_at=timezone.now())
-                if not alive:
-                    self.lost = True
-                    return
-        finally:
-            connection.close()
 
 
 def session_records(session: AgentSession) -> list[TurnRecord]:
@@ -396,17 +384,27 @@ def result_preview(result) -> dict[str, Any] | None:
 
 
 def session_execute(*, session_id: int) -> None:
-    """Run (or resume) one session in this process. Safe to call twice: the second call does nothing."""
-    lease = _claim(session_id)
+    """Run (or resume) one session in this process. Safe to call twice: the second call does nothing.
+
+    Raises ``SessionInterrupted`` when the app database or the broker failed on the way (the caller may
+    retry later): the session is then QUEUED again, or, when even that write failed, left RUNNING for the
+    stale sweep. Stored turns are never redone; only an LLM call whose turn was not stored is repeated.
+    """
+    try:
+        lease = _claim(session_id)
+    except TRANSIENT_FAULTS as exc:
+        _close_connection()
+        raise SessionInterrupted(f"session {session_id} could not be claimed: {exc}") from exc
     if lease is None:
         return
-    session = AgentSession.objects.select_related("database", "created_by").get(pk=session_id)
+    keeper = leases.keeper()
+    keeper.hold(session_id, lease)
     started = time.monotonic()
-    heartbeat = _Heartbeat(session_id, lease)
-    heartbeat.start()
     tools = None
     finished = False
+    interrupted: BaseException | None = None
     try:
+        session = AgentSession.objects.select_related("database", "created_by").get(pk=session_id)
         previous = session_records(session)
         strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
         tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", None),
@@ -425,7 +423,7 @@ def session_execute(*, session_id: int) -> None:
 
         def on_turn(record: TurnRecord) -> None:
             nonlocal last_messages
-            if heartbeat.lost:
+            if keeper.lost(session_id):
                 raise LeaseLost(session_id)
             _store_turn(session_id, lease, record, last_messages)
             last_messages = list(record.messages)
@@ -447,19 +445,45 @@ def session_execute(*, session_id: int) -> None:
                            result=result_preview(outcome.result), cost=cost, started=started)
     except LeaseLost:
         logger.warning("session %s was taken over by another worker", session_id)
+    except TRANSIENT_FAULTS as exc:
+        logger.warning("session %s interrupted by a transient fault: %s", session_id, exc)
+        interrupted = exc
     except IndexMissing as exc:
         finished = _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
-                error=f"The tool indexes of {session.database.name} are not built yet: {exc}")
+                           error=f"The tool indexes of {session.database.name} are not built yet: {exc}")
     except Exception as exc:
         logger.exception("session %s failed", session_id)
         finished = _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
-                error=f"{type(exc).__name__}: {exc}")
+                           error=f"{type(exc).__name__}: {exc}")
     finally:
-        heartbeat.stop_event.set()
+        keeper.release(session_id)
         if tools is not None:
             tools.connector.close()
+    if interrupted is not None:
+        _release(session_id, lease)
+        raise SessionInterrupted(f"session {session_id}: {interrupted}") from interrupted
     if finished:
         _notify_finished(session_id)
+
+
+def _close_connection() -> None:
+    """Drop this thread's database connection, so the next query opens a new one (after a restart)."""
+    if connection.in_atomic_block:  # a caller's transaction (a test, an inline caller): not ours to drop
+        return
+    try:
+        connection.close_if_unusable_or_obsolete()
+    except Exception:  # a connection that is already broken may fail to close; it is discarded all the same
+        logger.debug("closing a broken connection failed", exc_info=True)
+
+
+def _release(session_id: int, lease: str) -> None:
+    """Queue an interrupted session again; if the database is still away, the stale sweep will."""
+    _close_connection()
+    try:
+        leases.requeue(session_id=session_id, lease=lease)
+    except TRANSIENT_FAULTS as exc:
+        logger.warning("session %s stays RUNNING until the stale sweep requeues it: %s", session_id, exc)
+        _close_connection()
 
 
 def _finish(session_id: int, lease: str, *, status: str, error: str, started: float, final_sql: str = "",
@@ -472,22 +496,8 @@ def _finish(session_id: int, lease: str, *, status: str, error: str, started: fl
 
 
 def sessions_recover_stale(*, stale_after_s: float | None = None, max_attempts: int = MAX_ATTEMPTS) -> dict:
-    """Sessions whose worker died: queue them again to resume, or fail them after too many attempts."""
-    if stale_after_s is None:
-        stale_after_s = agent_settings.SESSION_STALE_AFTER_S
-    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
-    dead = AgentSession.objects.filter(status=AgentSession.Status.RUNNING).filter(
-        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
-    failed = dead.filter(attempts__gte=max_attempts).update(
-        status=AgentSession.Status.FAILED, finished_at=timezone.now(),
-        error=f"The worker running this session stopped {max_attempts} times; giving up.")
-    resumed = []
-    for session in dead.filter(attempts__lt=max_attempts):
-        with transaction.atomic():
-            updated = AgentSession.objects.filter(pk=session.pk, status=AgentSession.Status.RUNNING,
-                                                  lease=session.lease).update(
-                status=AgentSession.Status.QUEUED, lease="")
-            if updated:
-                session_enqueue(session=session)
-                resumed.append(session.pk)
-    return {"failed": failed, "resumed": resumed}
+    """Sessions whose worker died: queue them again to resume, or fail them after too many attempts; and
+    sessions still QUEUED long after their message was published (a broker that lost it): publish again."""
+    out = leases.recover_stale(stale_after_s=stale_after_s, max_attempts=max_attempts)
+    out["republished"] = leases.republish_queued()
+    return out

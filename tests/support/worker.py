@@ -24,12 +24,13 @@ def _database_url() -> str:
 
 
 class WorkerProcess:
-    def __init__(self, log_dir: Path, *, concurrency: int = 4, **env: str) -> None:
+    def __init__(self, log_dir: Path, *, concurrency: int = 4, name: str = "test", **env: str) -> None:
         self.log_dir = log_dir
         self.concurrency = concurrency
+        self.name = name  # kept across restarts: a restarted worker takes its own sessions back at once
         self.env = {**os.environ, "DATABASE_URL": _database_url(),
                     "T2S_INDEX_DIR": str(settings.T2S["INDEX_DIR"]), "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-                    "T2S_SESSION_HEARTBEAT_S": "0.5", "T2S_SESSION_STALE_AFTER_S": "3", **env}
+                    "T2S_SESSION_HEARTBEAT_S": "0.5", "T2S_SESSION_STALE_AFTER_S": "2", **env}
         self.proc: subprocess.Popen | None = None
         self.starts = 0
 
@@ -39,7 +40,7 @@ class WorkerProcess:
         self.log = log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "t2s_site", "worker", "--pool", "threads", "--concurrency", str(self.concurrency),
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"test{self.starts}@%h",
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{self.name}@%h",
              "--loglevel", "INFO"],
             cwd=ROOT, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
