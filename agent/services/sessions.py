@@ -36,9 +36,8 @@ from agent.strategies.options import option_errors
 from agent.strategies.pool import PoolExample
 from agent.tools import IndexMissing
 
-from . import budgets, gates
+from . import budgets, gates, leases
 from . import few_shot as few_shot_source
-from . import leases
 from .databases import toolbox_for
 
 
