@@ -32,6 +32,12 @@ DEFAULTS: dict[str, Any] = {
     # SQLite files the web, the API and the admin may register (browser uploads land in the first); commands may
     # name any readable file but the app's own data (agent/services/locations.py).
     "DATA_DIRS": [Path("var") / "uploads"],
+    # Browser uploads (agent/services/uploads.py): a SQLite file, a dataset archive (and what it may unpack to),
+    # an exemplar set. Larger uploads are refused before anything is stored.
+    "UPLOAD_MAX_DATABASE_BYTES": 1024 * 1024 * 1024,
+    "UPLOAD_MAX_DATASET_BYTES": 2 * 1024 * 1024 * 1024,
+    "UPLOAD_MAX_EXTRACTED_BYTES": 8 * 1024 * 1024 * 1024,
+    "UPLOAD_MAX_EXEMPLAR_BYTES": 20 * 1024 * 1024,
     # Spend bounds (agent/services/spend.py): session options never exceed these or the endpoint's record.
     "MAX_ROUNDS_CEILING": 30,
     "MAX_TOKENS_CEILING": 4096,  # when the endpoint's record sets none

@@ -41,6 +41,30 @@ class DatabaseRegisterForm(forms.Form):
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
 
+class DatabaseUploadForm(forms.Form):
+    name = forms.CharField(max_length=100, validators=[name_validator],
+                           help_text="Short name used in URLs and on the command line, e.g. shop.")
+    file = forms.FileField(label="SQLite file", help_text="A SQLite database file (.sqlite, .sqlite3, .db).")
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """Several files in one field (Django's documented pattern); cleans to a list, empty when none."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        if isinstance(data, list | tuple):
+            return [super(MultipleFileField, self).clean(d, initial) for d in data if d]
+        return [super().clean(data, initial)] if data else []
+
+
 class AskForm(forms.Form):
     database = forms.ModelChoiceField(queryset=Database.objects.ready(), to_field_name="name", empty_label=None)
     question = forms.CharField(max_length=4000, widget=forms.Textarea(

@@ -429,3 +429,57 @@ class UserBudget(models.Model):
 
     def __str__(self) -> str:
         return f"budget of {self.user}"
+
+
+class ImportJob(models.Model):
+    """An upload being imported on a worker (a dataset archive): what the progress bar polls.
+
+    The import services report ``progress(done, total)``; the task writes it here, so the page shows it with any
+    broker and no Celery result backend. ``result_url`` is where the finished import lives.
+    """
+
+    class Kind(models.TextChoices):
+        DATASET = "dataset", "dataset"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "importing"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    name = models.CharField(max_length=200, help_text="What is being imported, e.g. the new dataset's name.")
+    params = models.JSONField(default=dict, blank=True)
+    staging = models.TextField(blank=True, help_text="Folder holding the uploaded files until the import ends.")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    stage = models.CharField(max_length=200, blank=True, help_text="What the import is doing now.")
+    done = models.PositiveBigIntegerField(default=0)
+    total = models.PositiveBigIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    result_url = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL, related_name="import_jobs")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(status__in=["queued", "running", "done", "failed"]),
+                                   name="import_job_status_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.name} ({self.get_status_display()})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("import_job", args=[self.pk])
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)
+
+    @property
+    def percent(self) -> int | None:
+        if not self.total:
+            return None
+        return min(100, round(100 * self.done / self.total))

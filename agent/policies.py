@@ -16,7 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from agent.models import AgentSession, Database, DatabaseGrant
+from agent.models import AgentSession, Database, DatabaseGrant, ImportJob
 
 NOT_FOUND = "No such database."
 
@@ -129,6 +129,16 @@ def can_cancel_session(user, session: AgentSession) -> bool:
 def check_can_cancel_session(user, session: AgentSession) -> None:
     if not can_cancel_session(user, session):
         raise PermissionDenied("Only the person who asked can cancel this session.")
+
+
+def access_import_job(user, pk: int) -> ImportJob:
+    """An upload's import job: its uploader's (and superusers'); anyone else gets 404."""
+    jobs = ImportJob.objects.all() if can_view(user) and user.is_superuser else \
+        ImportJob.objects.filter(created_by=user) if can_view(user) else ImportJob.objects.none()
+    job = jobs.filter(pk=pk).first()
+    if job is None:
+        raise Http404("No such import.")
+    return job
 
 
 # URL names any signed-in account may use, with or without a role (the admin has its own staff check).

@@ -54,7 +54,7 @@ def can_create_queues(user) -> bool:
 
 
 def can_import_datasets(user) -> bool:
-    """Importing reads files on the server and registers databases: Operators."""
+    """Importing registers the dataset's databases: Operators."""
     return _perm(user, "annotations.add_dataset")
 
 
@@ -206,7 +206,7 @@ def check_can_create_queue(user) -> None:
 
 def check_can_import_dataset(user) -> None:
     if not can_import_datasets(user):
-        raise PermissionDenied("Importing datasets needs the Operator role (it reads files on the server).")
+        raise PermissionDenied("Importing datasets needs the Operator role (it registers their databases).")
 
 
 def check_can_launch_run(user, dataset: Dataset) -> None:
@@ -227,3 +227,13 @@ def check_can_upload_predictions(user, dataset: Dataset) -> None:
 def check_can_control_run(user, run: Run) -> None:
     if not can_control_run(user, run):
         raise PermissionDenied("Cancelling, resuming or re-evaluating runs needs the Operator role.")
+
+
+def can_import_exemplars(user) -> bool:
+    """Importing publishes a set of exemplars approved on import: Curators."""
+    return can_create_sets(user) and can_review_exemplars(user)
+
+
+def check_can_import_exemplars(user) -> None:
+    if not can_import_exemplars(user):
+        raise PermissionDenied("Importing exemplar sets needs the Curator role.")

@@ -26,3 +26,13 @@ def dispatch_run(self, run_id: int) -> None:
 @shared_task(ignore_result=True)
 def revive_run_dispatchers() -> None:
     services.runs_revive_dispatch()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def import_uploaded_dataset(job_id: int) -> None:
+    from agent.models import ImportJob
+    from annotations.runs import uploads
+
+    job = ImportJob.objects.filter(pk=job_id).select_related("created_by").first()
+    if job is not None:
+        uploads.dataset_upload_run(job=job)

@@ -220,6 +220,9 @@ T2S = {
     # SQLite files the web, the API and the admin may register (browser uploads land in the first one); the
     # server-side commands may name any readable file except the app's own data (agent/services/locations.py).
     "DATA_DIRS": [Path(p) for p in os.environ.get("T2S_DATA_DIRS", str(VAR_DIR / "uploads")).split(os.pathsep) if p],
+    # Browser uploads: largest SQLite file and dataset archive accepted (MB).
+    "UPLOAD_MAX_DATABASE_BYTES": int(os.environ.get("T2S_UPLOAD_MAX_DATABASE_MB", "1024")) * 1024 * 1024,
+    "UPLOAD_MAX_DATASET_BYTES": int(os.environ.get("T2S_UPLOAD_MAX_DATASET_MB", "2048")) * 1024 * 1024,
     "SHARED_DIR": Path(os.environ.get("T2S_SHARED_DIR", BASE_DIR.parent / "shared")),
     "QUERY_TIMEOUT_S": float(os.environ.get("T2S_QUERY_TIMEOUT_S", "10")),
     "QUERY_MAX_ROWS": int(os.environ.get("T2S_QUERY_MAX_ROWS", "1000")),

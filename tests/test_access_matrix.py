@@ -75,6 +75,8 @@ EXPECTATIONS: dict[str, Rule] = {
     "tool_console": Rule({"GET": only(ASKER), "POST": only(ASKER)}),
     "database_list": Rule({"GET": ALL}),
     "database_register": Rule({"GET": only(DATA_ADMIN), "POST": only(DATA_ADMIN)}),
+    "database_upload": Rule({"GET": only(DATA_ADMIN), "POST": only(DATA_ADMIN)}),
+    "import_job": Rule({"GET": only(OPERATOR)}, kwargs=lambda w: {"pk": w.import_job.pk}, scoped=True),  # its uploader
     "database_detail": Rule({"GET": ALL}, kwargs=lambda w: {"name": w.database.name}, scoped=True),
     "database_refresh": Rule({"POST": only(DATA_ADMIN)}, kwargs=lambda w: {"name": w.database.name}, scoped=True),
     "table_rows": Rule({"GET": ALL}, kwargs=lambda w: {"name": w.database.name, "table": "singer"}, scoped=True),
@@ -110,6 +112,7 @@ EXPECTATIONS: dict[str, Rule] = {
                                       scoped=True),
     "exemplars:set_list": Rule({"GET": ALL}),
     "exemplars:set_new": Rule({"POST": only(CURATOR)}),
+    "exemplars:set_upload": Rule({"GET": only(CURATOR), "POST": only(CURATOR)}),
     "exemplars:set_detail": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}),
     "exemplars:set_publish": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}),
     "exemplars:version_diff": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}, query="a=1&b=1"),
@@ -211,6 +214,7 @@ class World:
     exemplar: Any = None
     step: Any = None
     exemplar_set: Any = None
+    import_job: Any = None
     users: dict[str, User] = field(default_factory=dict)
 
 
@@ -269,6 +273,9 @@ def world(db, make_sqlite, django_user_model) -> World:
                                          action='ExecuteSQL("SELECT count(*) FROM singer")')
     w.exemplar_set = ExemplarSet.objects.create(name="set", created_by=w.users[CURATOR])
     ExemplarSetVersion.objects.create(exemplar_set=w.exemplar_set, number=1, exemplars=[], content_hash="0" * 64)
+    from agent.models import ImportJob
+
+    w.import_job = ImportJob.objects.create(kind="dataset", name="upload", created_by=w.users[OPERATOR])
     return w
 
 

@@ -3,8 +3,10 @@ from .databases import database_detail, database_list, database_refresh, databas
 from .fidelity import fidelity
 from .sessions import ask, session_cancel, session_detail, session_list
 from .tools import tool_console
+from .uploads import database_upload, import_job
 
 __all__ = [
-    "account", "ask", "database_detail", "database_list", "database_refresh", "database_register", "fidelity", "home",
+    "account", "ask", "database_detail", "database_list", "database_refresh", "database_register", "database_upload",
+    "fidelity", "home", "import_job",
     "session_cancel", "session_detail", "session_list", "table_rows", "tool_console",
 ]

@@ -58,6 +58,14 @@ class SetCreateForm(forms.Form):
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
 
+class SetUploadForm(forms.Form):
+    file = forms.FileField(label="Zip or JSON file",
+                           help_text="A .zip of the authors' prompt folder (tool_desc.txt and one folder per database "
+                                     "with schema.txt and trajectory files), or a .json set exported here.")
+    name = forms.CharField(max_length=200, required=False,
+                           help_text="Name of the new set; empty: the folder name, or the set's name in the JSON.")
+
+
 class PreviewForm(_GrantedDatabaseForm):
     database = forms.ModelChoiceField(queryset=Database.objects.none(), to_field_name="name")
     question = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))

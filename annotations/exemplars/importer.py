@@ -469,3 +469,50 @@ def ensure_paper_sets() -> list[ExemplarSetVersion]:
             result = import_interactive_t2s(paper_sets.PROMPTS_DIR / folder, name=name)
         created += result.versions
     return created
+
+
+# --- browser and API uploads ------------------------------------------------------------------------
+
+
+def import_upload(*, chunks, size: int, filename: str, user, name: str | None = None) -> ImportResult:
+    """An exemplar set uploaded through the web or the API: a zip of the authors' prompt folder (``tool_desc.txt``
+    and database folders, or a folder of such folders) or a JSON export. Imported like the command does, all or
+    nothing; the uploaded files are removed afterwards either way. Problems name the file as uploaded."""
+    import shutil
+    import tempfile
+
+    from django.core.exceptions import ValidationError
+
+    from agent.conf import agent_settings
+    from agent.services import uploads
+
+    limit = agent_settings.UPLOAD_MAX_EXEMPLAR_BYTES
+    refusal = uploads.too_large(size, limit, "file")
+    if refusal:
+        raise ImportProblem([refusal])
+    base = Path(filename).name
+    suffix = Path(base).suffix.lower()
+    if suffix not in (".zip", ".json"):
+        raise ImportProblem([f"{base}: upload a .zip of a prompt folder or a .json set export."])
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(base).stem) or "upload"
+    work = Path(tempfile.mkdtemp(prefix="t2s-exemplars-"))
+    try:
+        stored = work / f"{stem}{suffix}"
+        try:
+            uploads.store_upload(chunks, stored, limit=limit, what="file")
+            if suffix == ".json":
+                return import_json(stored, user=user, name=name or None)
+            root = work / stem
+            root.mkdir()
+            uploads.extract_zip(stored, root, max_bytes=10 * limit)
+        except ValidationError as exc:
+            raise ImportProblem(exc.messages) from None
+        entries = list(root.iterdir())
+        if len(entries) == 1 and entries[0].is_dir() and not (root / TOOL_DESC).is_file():
+            root = entries[0]  # the zip of a folder: its one top folder
+        return import_interactive_t2s(root, user=user, name=name or None)
+    except ImportProblem as exc:
+        raise ImportProblem([p.replace(str(work) + "/", "").replace(str(work), "")
+                             .replace("--name", "the name field") for p in exc.problems]) from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -20,6 +20,7 @@ urlpatterns = [
     path("promote/session/<int:session_id>/", views.promote_session, name="promote_session"),
     path("sets/", views.set_list, name="set_list"),
     path("sets/new/", views.set_new, name="set_new"),
+    path("sets/upload/", views.set_upload, name="set_upload"),
     path("sets/<int:set_id>/", views.set_detail, name="set_detail"),
     path("sets/<int:set_id>/publish/", views.set_publish, name="set_publish"),
     path("sets/<int:set_id>/diff/", views.version_diff, name="version_diff"),

@@ -29,10 +29,11 @@ from .forms import (
     ExemplarEditForm,
     PreviewForm,
     SetCreateForm,
+    SetUploadForm,
     compose_action,
     step_tools,
 )
-from .importer import export_version
+from .importer import ImportProblem, export_version, import_upload
 from .lint import lint_exemplar
 
 
@@ -263,7 +264,32 @@ def promote_session(request: HttpRequest, session_id: int) -> HttpResponse:
 @require_GET
 def set_list(request: HttpRequest) -> HttpResponse:
     return render(request, "annotations/set_list.html", {"sets": selectors.set_list(), "form": SetCreateForm(),
+                                                         "upload": SetUploadForm(),
+                                                         "can_import": policies.can_import_exemplars(request.user),
                                                          "can_create": policies.can_create_sets(request.user)})
+
+
+def set_upload(request: HttpRequest) -> HttpResponse:
+    """A prompt folder (zip) or a JSON set export, imported as a new set with its first version (Curators)."""
+    policies.check_can_import_exemplars(request.user)
+    form = SetUploadForm(request.POST or None, request.FILES or None)
+    problems: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            result = import_upload(chunks=upload.chunks(), size=upload.size, filename=upload.name,
+                                   name=form.cleaned_data["name"], user=request.user)
+        except ImportProblem as exc:
+            problems = exc.problems
+        else:
+            for version in result.versions:
+                messages.success(request, f"Imported set {version.exemplar_set.name} v{version.number}: "
+                                          f"{version.exemplar_count} exemplars.")
+            for warning in result.warnings[:20]:
+                messages.warning(request, warning)
+            return redirect(result.versions[0].exemplar_set if len(result.versions) == 1 else "exemplars:set_list")
+    return render(request, "annotations/set_upload.html", {"form": form, "problems": problems},
+                  status=400 if problems else 200)
 
 
 @require_POST

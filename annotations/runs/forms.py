@@ -1,6 +1,6 @@
 from django import forms
 
-from agent.forms import strategy_choices
+from agent.forms import MultipleFileField, strategy_choices
 from annotations.exemplars.selectors import published_versions
 from annotations.runs.models import Dataset, Run
 from annotations.runs.pools import POOL_HELP
@@ -8,10 +8,24 @@ from annotations.runs.pools import POOL_HELP
 MAX_PREDICTION_BYTES = 20 * 1024 * 1024
 
 
-class DatasetImportForm(forms.Form):
+class DatasetUploadForm(forms.Form):
     kind = forms.ChoiceField(choices=Dataset.Kind.choices)
-    path = forms.CharField(max_length=2000, help_text="Folder or file on the server, e.g. /data/spider_dev")
-    name = forms.CharField(max_length=100)
+    name = forms.CharField(max_length=100, help_text="The new dataset's name, e.g. spider-dev.")
+    archive = forms.FileField(
+        required=False, label="Zip archive",
+        help_text="Spider: dev.json and database/<db_id>/<db_id>.sqlite. BIRD: dev.json and dev_databases/ "
+                  "(or BIRD's own dev.zip). JSONL/CSV: the questions file and database/<db_id>/<db_id>.sqlite.")
+    questions = forms.FileField(
+        required=False, label="Or a questions file",
+        help_text="Spider or BIRD dev.json, or JSONL/CSV with question, SQL and database per record.")
+    databases = MultipleFileField(required=False, label="with its database files",
+                                  help_text="One SQLite file per database, named <db_id>.sqlite.")
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("archive")) == bool(data.get("questions")):
+            raise forms.ValidationError("Upload either a zip archive, or a questions file with its database files.")
+        return data
 
 
 class PredictionImportForm(forms.Form):

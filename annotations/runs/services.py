@@ -129,7 +129,7 @@ IMPORT_BATCH = 2000
 
 def dataset_import(*, kind: str, path: str | Path, name: str, register_databases: bool = True,
                    build_indexes: bool = True, progress: ImportProgress | None = None, user=None,
-                   patches: Sequence[str] = ()) -> Dataset:
+                   patches: Sequence[str] = (), repoint: bool = True) -> Dataset:
     """Import (or re-import, idempotently) a dataset and register its databases under their db_id.
 
     ``patches`` names optional corrections of its databases (``annotations.runs.patches``, e.g. Spider's
@@ -151,6 +151,9 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
 
     ``user``: the account importing through the web; the folder must then be inside a data directory, with the
     same single refusal message as database registration (``agent/services/locations.py``).
+
+    ``repoint=False`` (browser uploads) refuses a db_id already registered elsewhere instead of re-pointing it,
+    so an upload can never move someone else's registration to its own file.
     """
     if user is not None:
         path = agent_locations.data_path(str(path))
@@ -177,6 +180,13 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
         raise ValidationError(f"Cannot read {kind} data at {path}: {exc}") from None
     if progress:
         progress(0, total)
+    if not repoint and register_databases and db_root is not None:
+        taken = [db_id for db_id, location in Database.objects.filter(name__in=db_ids).values_list("name", "location")
+                 if (db_root / db_id / f"{db_id}.sqlite").is_file()
+                 and location != str((db_root / db_id / f"{db_id}.sqlite").resolve())]
+        if taken:
+            raise ValidationError(f"Databases already registered under these names: {', '.join(sorted(taken))}. "
+                                  "Nothing was imported; rename them or ask a Data admin.")
     databases: dict[str, Database | None] = {}
     for db_id in sorted(db_ids):
         sqlite = db_root / db_id / f"{db_id}.sqlite" if db_root else None

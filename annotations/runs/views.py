@@ -9,28 +9,47 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from agent.conf import agent_settings
+from agent.services.uploads import human_size
 from agent.textclean import csv_writer
+from agent.views.uploads import request_too_large
 from annotations import policies
-from annotations.runs import selectors, services
-from annotations.runs.forms import CompareForm, DatasetImportForm, PredictionImportForm, RunLaunchForm
+from annotations.runs import selectors, services, uploads
+from annotations.runs.forms import CompareForm, DatasetUploadForm, PredictionImportForm, RunLaunchForm
 from annotations.runs.models import Run
 
 
 def dataset_list(request: HttpRequest) -> HttpResponse:
-    form = DatasetImportForm(request.POST or None)
+    """The datasets, and (Operators) a dataset upload, imported on a worker with a progress page."""
+    refusal = None
+    form = DatasetUploadForm()
     if request.method == "POST":
         policies.check_can_import_dataset(request.user)
-        if form.is_valid():
-            try:
-                dataset = services.dataset_import(**form.cleaned_data, user=request.user)
-            except ValidationError as exc:
-                form.add_error(None, " ".join(exc.messages))
-            else:
-                messages.success(request, f"Imported {dataset.question_count} questions.")
-                return redirect(dataset)
+        refusal = request_too_large(request, agent_settings.UPLOAD_MAX_DATASET_BYTES, "upload")
+        if not refusal:
+            form = DatasetUploadForm(request.POST, request.FILES)
+            if form.is_valid():
+                data = form.cleaned_data
+                try:
+                    job = uploads.dataset_upload_start(
+                        kind=data["kind"], name=data["name"], user=request.user,
+                        archive=_uploaded(data["archive"]), questions=_uploaded(data["questions"]),
+                        database_files=[_uploaded(f) for f in data["databases"]])
+                except ValidationError as exc:
+                    for field, errors in (exc.message_dict if hasattr(exc, "error_dict") else
+                                          {None: exc.messages}).items():
+                        form.add_error(field if field in form.fields else None, errors)
+                else:
+                    return redirect(job)
     return render(request, "annotations/runs/dataset_list.html",
-                  {"datasets": policies.visible_datasets(request.user), "form": form,
-                   "can_import": policies.can_import_datasets(request.user)})
+                  {"datasets": policies.visible_datasets(request.user), "form": form, "refusal": refusal,
+                   "limit": human_size(agent_settings.UPLOAD_MAX_DATASET_BYTES),
+                   "can_import": policies.can_import_datasets(request.user)},
+                  status=413 if refusal else 200)
+
+
+def _uploaded(upload) -> uploads.UploadedFile | None:
+    return uploads.UploadedFile(upload.name, upload.size, upload.chunks()) if upload else None
 
 
 def dataset_detail(request: HttpRequest, name: str) -> HttpResponse:

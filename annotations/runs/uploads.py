@@ -1,0 +1,203 @@
+"""Datasets uploaded through the browser or the API: a Spider- or BIRD-shaped zip archive, or a questions file
+(Spider/BIRD JSON, JSONL or CSV) plus SQLite files, imported on a worker with progress.
+
+``dataset_upload_start`` (in the request) stores the files in the app's data folder and queues the import;
+``dataset_upload_run`` (the Celery task) unpacks, checks every database file, and calls ``dataset_import`` with
+its progress going to the job. A failure at any step removes every file and registration it made: a refused
+upload stores nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from agent.conf import agent_settings
+from agent.models import Database, DatabaseGrant, ImportJob, name_validator
+from agent.services import uploads
+from agent.services.jobs import enqueue_on_commit
+from annotations.runs.models import Dataset
+from annotations.runs.services import dataset_import
+
+logger = logging.getLogger(__name__)
+TASK = "annotations.tasks.import_uploaded_dataset"
+QUESTION_SUFFIXES = (".json", ".jsonl", ".csv")
+_DB_FOLDERS = ("database", "dev_databases", "databases")
+
+
+@dataclass
+class UploadedFile:
+    """One file of a request, as plain data (the service never sees Django's upload objects)."""
+
+    name: str
+    size: int
+    chunks: Iterable[bytes]
+
+
+def check_dataset_name(name: str) -> None:
+    try:
+        name_validator(name)
+    except ValidationError as exc:
+        raise ValidationError({"name": exc.messages}) from None
+    if Dataset.objects.filter(name=name).exists():
+        raise ValidationError({"name": ["A dataset with this name exists already; choose another name."]})
+
+
+def dataset_upload_start(*, kind: str, name: str, user, archive: UploadedFile | None = None,
+                         questions: UploadedFile | None = None,
+                         database_files: Sequence[UploadedFile] = ()) -> ImportJob:
+    """Store the uploaded files and queue their import; returns the job the progress page follows.
+
+    Either ``archive`` (a zip holding e.g. ``dev.json`` and ``database/<db_id>/<db_id>.sqlite``) or ``questions``
+    plus ``database_files`` (each named ``<db_id>.sqlite``)."""
+    if kind not in Dataset.Kind.values:
+        raise ValidationError({"kind": [f"Choose one of {', '.join(Dataset.Kind.values)}."]})
+    check_dataset_name(name)
+    if (archive is None) == (questions is None):
+        raise ValidationError("Upload either a zip archive, or a questions file (with its database files).")
+    limit = agent_settings.UPLOAD_MAX_DATASET_BYTES
+    files = [archive] if archive is not None else [questions, *database_files]
+    refusal = uploads.too_large(sum(f.size for f in files), limit, "upload")
+    if refusal:
+        raise ValidationError(refusal)
+    if questions is not None:
+        suffix = Path(questions.name).suffix.lower()
+        if suffix not in QUESTION_SUFFIXES:
+            raise ValidationError({"questions": [f"A questions file ends in {', '.join(QUESTION_SUFFIXES)}."]})
+        db_names = [Path(f.name).stem for f in database_files]
+        for f in database_files:
+            if not f.name.lower().endswith(uploads.SQLITE_SUFFIXES):
+                raise ValidationError({"databases": [f"{f.name}: a database file ends in "
+                                                     f"{', '.join(uploads.SQLITE_SUFFIXES)}."]})
+            try:
+                name_validator(Path(f.name).stem)
+            except ValidationError:
+                raise ValidationError({"databases": [f"{f.name}: its name (the db_id) may hold letters, digits, "
+                                                     "'_', '.' or '-' only."]}) from None
+        if len(set(db_names)) != len(db_names):
+            raise ValidationError({"databases": ["Two database files have the same name."]})
+    incoming = uploads.new_folder("datasets", name)
+    try:
+        if archive is not None:
+            uploads.store_upload(archive.chunks, incoming / "upload.zip", limit=limit, what="archive")
+        else:
+            suffix = Path(questions.name).suffix.lower()
+            stored = "dev.json" if kind != Dataset.Kind.JSONL and suffix == ".json" else f"questions{suffix}"
+            uploads.store_upload(questions.chunks, incoming / stored, limit=limit, what="questions file")
+            for f in database_files:
+                db_id = Path(f.name).stem
+                uploads.store_upload(f.chunks, incoming / "database" / db_id / f"{db_id}.sqlite", limit=limit,
+                                     what=f"database file {f.name}")
+        with transaction.atomic():
+            job = uploads.job_create(kind=ImportJob.Kind.DATASET, name=name, staging=incoming, user=user,
+                                     params={"kind": kind, "archive": archive is not None})
+            enqueue_on_commit(TASK, job.pk)
+    except BaseException:
+        shutil.rmtree(incoming, ignore_errors=True)
+        raise
+    return job
+
+
+def _dataset_root(folder: Path, kind: str) -> Path:
+    """The file or folder ``dataset_import`` reads, found in an unpacked archive (at most 3 levels down)."""
+    def depth(p: Path) -> int:
+        return len(p.relative_to(folder).parts)
+
+    files = [p for p in folder.rglob("*") if p.is_file() and depth(p) <= 4]
+    if kind in (Dataset.Kind.SPIDER, Dataset.Kind.BIRD):
+        devs = sorted((p for p in files if p.name == "dev.json"), key=depth)
+        if not devs:  # e.g. BIRD's dev.json under another name: a JSON file beside a databases folder
+            devs = sorted((p for p in files if p.suffix == ".json"
+                           and any((p.parent / d).is_dir() for d in _DB_FOLDERS)), key=depth)
+        if not devs:
+            raise ValidationError(f"No dev.json found in the archive (a {kind} dataset holds dev.json and "
+                                  f"{'database/' if kind == Dataset.Kind.SPIDER else 'dev_databases/'}).")
+        return devs[0].parent if devs[0].name == "dev.json" else devs[0]
+    found = sorted((p for p in files if p.suffix.lower() in (".jsonl", ".csv")), key=depth)
+    if not found:
+        raise ValidationError("No .jsonl or .csv questions file found in the archive.")
+    return found[0]
+
+
+def _unpack_nested_databases(root: Path, reporter: uploads.JobReporter, budget: int) -> None:
+    """BIRD ships ``dev_databases.zip`` inside its archive: unpack it in place when no folder is there."""
+    base = root if root.is_dir() else root.parent
+    for nested in sorted(base.glob("*databases*.zip")):
+        if not (base / nested.stem).is_dir():
+            reporter.begin(f"unpacking {nested.name}")
+            uploads.extract_zip(nested, base, max_bytes=budget, progress=reporter)
+            nested.unlink()
+
+
+def _database_files(root: Path) -> list[Path]:
+    base = root if root.is_dir() else root.parent
+    return sorted(p for d in _DB_FOLDERS if (base / d).is_dir() for p in (base / d).glob("*/*")
+                  if p.is_file() and p.suffix.lower() in uploads.SQLITE_SUFFIXES)
+
+
+def dataset_upload_run(*, job: ImportJob) -> None:
+    """Unpack, check and import one uploaded dataset, reporting into ``job``. Never raises for bad input: the job
+    says what was wrong and nothing stays stored."""
+    if job.status in (ImportJob.Status.DONE, ImportJob.Status.FAILED):
+        return  # a redelivered task whose import ended
+    incoming = Path(job.staging)
+    kind = job.params.get("kind", Dataset.Kind.SPIDER)
+    reporter = uploads.JobReporter(job)
+    existing_dbs = set(Database.objects.values_list("pk", flat=True))
+    folder = incoming / "data"
+    try:
+        shutil.rmtree(folder, ignore_errors=True)  # a re-run after a dead worker starts clean
+        folder.mkdir(parents=True)
+        budget = agent_settings.UPLOAD_MAX_EXTRACTED_BYTES
+        if job.params.get("archive"):
+            reporter.begin("unpacking the archive")
+            uploads.extract_zip(incoming / "upload.zip", folder, max_bytes=budget, progress=reporter)
+            (incoming / "upload.zip").unlink(missing_ok=True)
+        else:
+            for entry in incoming.iterdir():
+                if entry != folder:
+                    entry.rename(folder / entry.name)
+        root = _dataset_root(folder, kind)
+        _unpack_nested_databases(root, reporter, budget)
+        files = _database_files(root)
+        reporter.begin("checking the database files", len(files))
+        problems = []
+        for n, path in enumerate(files, start=1):
+            problem = uploads.sqlite_problem(path)
+            if problem:
+                problems.append(f"{path.relative_to(folder)}: {problem}")
+            reporter(n, len(files))
+        if problems:
+            raise ValidationError(["Nothing was imported; these database files are not usable:", *problems])
+        check_dataset_name(job.name)
+        reporter.begin("registering databases and importing questions")
+        dataset = dataset_import(kind=kind, path=root, name=job.name, user=job.created_by, build_indexes=False,
+                                 progress=reporter, repoint=False)
+        if job.created_by is not None and not job.created_by.is_superuser:
+            # The uploader sees what they uploaded (a dataset is visible when all its databases are).
+            for database in Database.objects.filter(pk__in=dataset.questions.exclude(database=None)
+                                                    .values("database")).exclude(pk__in=existing_dbs):
+                DatabaseGrant.objects.get_or_create(database=database, user=job.created_by,
+                                                    defaults={"granted_by": job.created_by})
+        uploads.job_finish(job=job, result_url=dataset.get_absolute_url(),
+                           stage=f"imported {dataset.question_count} questions")
+    except ValidationError as exc:
+        _undo(folder, existing_dbs)
+        uploads.job_fail(job=job, error=" ".join(exc.messages))
+    except Exception as exc:  # the job must end either way; the log has the traceback
+        logger.exception("import of uploaded dataset %s failed", job.pk)
+        _undo(folder, existing_dbs)
+        uploads.job_fail(job=job, error=f"The import failed: {exc}")
+
+
+def _undo(folder: Path, existing_dbs: set[int]) -> None:
+    """Remove what a failed import registered in ``folder`` and the files themselves."""
+    for database in Database.objects.exclude(pk__in=existing_dbs).filter(location__startswith=str(folder.resolve())):
+        database.delete()
+    shutil.rmtree(folder.parent, ignore_errors=True)
