@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent', '0009_user_budgets'),
+        ('agent', '0010_session_queued_at'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
