@@ -483,3 +483,16 @@ class ImportJob(models.Model):
         if not self.total:
             return None
         return min(100, round(100 * self.done / self.total))
+
+
+class AskPreference(models.Model):
+    """What an account last chose on Ask, so the page opens on the same database and strategy (kept on the
+    server, so it follows the account across browsers; changed only by the account's own asking)."""
+
+    user = models.OneToOneField("auth.User", on_delete=models.CASCADE, related_name="ask_preference")
+    database = models.ForeignKey(Database, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    strategy = models.CharField(max_length=50, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Ask preference of {self.user}"

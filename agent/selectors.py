@@ -71,3 +71,28 @@ def session_turns(*, session, with_prompts: bool = False):
         if messages:
             previous = messages
     return turns
+
+
+def ask_initial(*, user, requested: str = "") -> dict:
+    """Which database and strategy Ask opens on, and why: a ``?database=`` link, else the account's last choice
+    (``AskPreference``), else the demo database, else the first one. Never a silent switch: when the remembered
+    database is no longer available, ``notice`` says so instead of quietly offering another one.
+    """
+    from agent import policies
+    from agent.models import AskPreference
+
+    ready = policies.visible_databases(user).ready()
+    preference = AskPreference.objects.select_related("database").filter(user_id=getattr(user, "pk", None)).first()
+    out: dict = {"database": None, "strategy": preference.strategy if preference else "", "source": "", "notice": ""}
+    if requested and ready.filter(name=requested).exists():
+        return {**out, "database": requested, "source": "link"}
+    if preference is not None and preference.database_id:
+        if ready.filter(pk=preference.database_id).exists():
+            return {**out, "database": preference.database.name, "source": "last"}
+        out["notice"] = (f"The database you last asked about, {preference.database.name}, is not available now "
+                         f"({preference.database.get_status_display().lower()}, or no longer granted): choose one.")
+    demo = ready.filter(is_demo=True).order_by("name").first()
+    chosen = demo or ready.order_by("name").first()
+    if chosen is not None:
+        out.update(database=chosen.name, source="demo" if demo else "first")
+    return out

@@ -8,15 +8,17 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from agent import policies, selectors
-from agent.forms import STRATEGY_LABELS, AskForm, SessionFilterForm
+from agent.forms import STRATEGY_LABELS, AskForm, SessionFilterForm, strategy_choices
+from agent.services import preferences
 from agent.services import sessions as session_services
 from agent.strategies import STRATEGIES
 
 
 def ask(request: HttpRequest) -> HttpResponse:
-    initial = {}
-    if request.GET.get("database"):
-        initial["database"] = request.GET["database"]
+    start = selectors.ask_initial(user=request.user, requested=request.GET.get("database", ""))
+    initial = {"database": start["database"]}
+    if start["strategy"] in STRATEGIES:
+        initial["strategy"] = start["strategy"]
     form = AskForm(request.POST or None, initial=initial, user=request.user)
     endpoint = session_services.default_llm_endpoint()
     if request.method == "POST":
@@ -34,12 +36,15 @@ def ask(request: HttpRequest) -> HttpResponse:
             for field, errors in exc.message_dict.items():
                 form.add_error(field if field in form.fields else None, errors)
         else:
+            preferences.ask_preference_remember(user=request.user, database=form.cleaned_data["database"],
+                                                strategy=form.cleaned_data["strategy"])
             return redirect(session)
     recent = selectors.session_list(viewer=request.user, user=request.user)[:8]
     strategies = [(name, STRATEGY_LABELS.get(name, name), getattr(cls, "substitutions", ""))
                   for name, cls in STRATEGIES.items()]
     return render(request, "agent/ask.html", {"form": form, "endpoint": endpoint, "recent": recent,
-                                              "strategies": strategies})
+                                              "strategies": strategies, "start": start,
+                                              "strategy_labels": dict(strategy_choices())})
 
 
 def session_list(request: HttpRequest) -> HttpResponse:
