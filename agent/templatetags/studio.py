@@ -46,3 +46,50 @@ def tool_fields(tool: str, form=None, suggest_prefix: str = "", required: bool =
         else:
             groups.append([row])
     return {"groups": groups, "required": required}
+
+
+def format_figure(value: object, kind: str = "number") -> str:
+    """One way to write a figure: ``percent[:d]`` (a value already in percent, 2 decimals unless ``d``),
+    ``count`` (thousands separated), ``cost`` (US dollars, 4 decimals under a cent), ``duration`` (seconds
+    in, ms / s / min / h out), ``fixed[:d]`` (d decimals, default 2), ``number`` (a count when whole, else 2
+    decimals). Missing or non-numeric values read "–"."""
+    kind, _, digits = (kind or "number").partition(":")
+    if value is None or value == "" or isinstance(value, bool):
+        return "–"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    if number != number or number in (float("inf"), float("-inf")):  # NaN, infinities
+        return "–"
+    places = int(digits) if digits.isdigit() else None
+    if kind == "percent":
+        return f"{number:.{2 if places is None else places}f} %"
+    if kind == "count":
+        return f"{round(number):,}"
+    if kind == "cost":
+        return f"${number:,.{4 if abs(number) < 0.01 and number else 2}f}"
+    if kind == "duration":
+        return _duration(number)
+    if kind == "fixed":
+        return f"{number:,.{2 if places is None else places}f}"
+    if number.is_integer():
+        return f"{int(number):,}"
+    return f"{number:,.{2 if places is None else places}f}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+@register.filter
+def figure(value: object, kind: str = "number") -> str:
+    """``{{ run.totals.ex|figure:"percent" }}``: see ``format_figure``. Every page writes its figures with it."""
+    return format_figure(value, kind)
