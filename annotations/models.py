@@ -184,4 +184,4 @@ from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem  # no
 
 __all__ = ["Dataset", "DatasetQuestion", "Exemplar", "ExemplarSet", "ExemplarSetVersion", "ExemplarStep", "Run",
            "RunItem"]
-from annotations.labels.models import Label, Queue, Taxonomy  # noqa: E402, F401 (registers the labels models)
+from annotations.labels.models import Label, LabelReveal, Queue, Taxonomy  # noqa: E402, F401 (registers the labels models)

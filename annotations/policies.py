@@ -8,12 +8,14 @@ its questions use is visible to the user; an exemplar, when its database is.
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from agent import policies as agent_policies
-from annotations.labels.models import Label, Queue
+from annotations.labels.models import Label, LabelReveal, Queue
 from annotations.models import Exemplar, ExemplarSet
 from annotations.runs.models import Dataset, Run, RunItem
 
@@ -35,6 +37,20 @@ def can_author_exemplars(user) -> bool:
 def can_review_exemplars(user) -> bool:
     """Curators review exemplars and publish sets (being staff is not enough)."""
     return _perm(user, "annotations.review_exemplar")
+
+
+REVIEWER_ROLE = "Curator"
+
+
+def exemplar_reviewers(exemplar: Exemplar):
+    """Active accounts that may approve ``exemplar`` (Curators and superusers, its author excepted unless a
+    superuser), for the hint shown to whoever is waiting."""
+    perm = Permission.objects.filter(content_type__app_label="annotations", codename="review_exemplar").first()
+    users = get_user_model().objects.filter(is_active=True)
+    users = users.filter(Q(is_superuser=True) | Q(user_permissions=perm) | Q(groups__permissions=perm)).distinct()
+    if exemplar.author_id is not None:
+        users = users.exclude(Q(pk=exemplar.author_id) & Q(is_superuser=False))
+    return users.order_by("username")
 
 
 def can_create_sets(user) -> bool:
@@ -104,6 +120,68 @@ def visible_labels(user) -> QuerySet[Label]:
 
 def visible_queues(user) -> QuerySet[Queue]:
     return Queue.objects.filter(run__in=visible_runs(user).values("pk"))
+
+
+# --- blind double annotation -------------------------------------------------------------------------
+# In a blind queue (more than one annotator per question), another annotator's labels on a question stay hidden
+# from an annotator until they have labelled it (and asked to see them: a LabelReveal), and from everyone else
+# until the question is adjudicated. Adjudicators see them always: they may adjudicate.
+
+def blind_item_ids(*, run_ids=None) -> set[int]:
+    """Run items held by a blind queue (of the given runs)."""
+    queues = Queue.objects.filter(blind=True, max_annotators__gt=1)
+    if run_ids is not None:
+        queues = queues.filter(run_id__in=list(run_ids))
+    ids: set[int] = set()
+    for queue in queues:
+        ids.update(RunItem.objects.filter(queue.item_filter()).values_list("pk", flat=True))
+    return ids
+
+
+def _open_items(user):
+    """Items whose labels are open to ``user`` despite a blind queue: adjudicated, or revealed to them."""
+    adjudicated = Label.objects.filter(is_final=True).values("item_id")
+    if not _active(user):
+        return Q(item_id__in=adjudicated)
+    return Q(item_id__in=adjudicated) | Q(item_id__in=LabelReveal.objects.filter(user=user).values("item_id"))
+
+
+def hide_blind_labels(user, labels: QuerySet[Label], *, run_ids=None) -> QuerySet[Label]:
+    """``labels`` without those ``user`` may not see yet: other annotators' labels on questions of a blind queue
+    that are neither adjudicated nor revealed to them. Used by every page, export and API that lists labels."""
+    if can_adjudicate(user):
+        return labels
+    blind = blind_item_ids(run_ids=run_ids)
+    if not blind:
+        return labels
+    own = Q(annotator_id=user.pk) if _active(user) else Q(pk__in=[])
+    return labels.exclude(Q(item_id__in=blind) & ~own & ~_open_items(user))
+
+
+def can_see_others_labels(user, item: RunItem) -> bool:
+    """Whether ``user`` may see the other annotators' labels on ``item`` now."""
+    if can_adjudicate(user) or item.pk not in blind_item_ids(run_ids=[item.run_id]):
+        return True
+    if Label.objects.filter(item=item, is_final=True).exists():
+        return True
+    return _active(user) and LabelReveal.objects.filter(item=item, user=user).exists()
+
+
+def labels_hidden_reason(user, item: RunItem) -> str:
+    """Why the other annotators' labels on ``item`` are hidden from ``user`` ("" when they are not)."""
+    if can_see_others_labels(user, item):
+        return ""
+    if _active(user) and Label.objects.filter(item=item, annotator=user, is_final=False).exists():
+        return "revealable"  # labelled: the user may ask to see them
+    if can_label(user):
+        return "Blind queue: other annotators' labels show once you have labelled this question."
+    return "Blind queue: the annotators' labels show once the question is adjudicated."
+
+
+def check_can_reveal_labels(user, item: RunItem) -> None:
+    check_can_label(user)
+    if not Label.objects.filter(item=item, annotator=user, is_final=False).exists():
+        raise PermissionDenied("Label the question first: other annotators' labels show after yours.")
 
 
 def access_dataset(user, name: str) -> Dataset:

@@ -12,6 +12,7 @@ from annotations.labels import services
 from annotations.labels.models import (
     Category,
     Label,
+    LabelReveal,
     Queue,
     Reservation,
     SuggestionEvent,
@@ -132,6 +133,12 @@ class CategoryAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # part of an immutable taxonomy version: edit the taxonomy to make a new version
+
+
+@admin.register(LabelReveal)
+class LabelRevealAdmin(ReadOnlyAdmin):
+    list_display = ("item", "user", "revealed_at")
+    raw_id_fields = ("item",)
 
 
 @admin.register(Reservation)

@@ -55,7 +55,9 @@ class LabelUpdateSerializer(serializers.Serializer):
 
 class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                    mixins.UpdateModelMixin, viewsets.GenericViewSet):
-    """Labels. Filters: ``?run=<id>&category=<key>&annotator=<username>&item=<id>``."""
+    """Labels. Filters: ``?run=<id>&category=<key>&annotator=<username>&item=<id>``. In a blind queue, other
+    annotators' labels on a question are listed only once you labelled it and revealed them, or it was
+    adjudicated (adjudicators see all)."""
 
     serializer_class = LabelSerializer
     permission_classes = [IsAuthenticated, PolicyPermission]
@@ -63,7 +65,8 @@ class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
                       "partial_update": policies.can_label}
 
     def get_queryset(self):
-        qs = (policies.visible_labels(self.request.user)
+        # Blind queues: other annotators' labels stay hidden here exactly as on the pages.
+        qs = (policies.hide_blind_labels(self.request.user, policies.visible_labels(self.request.user))
               .select_related("item", "category", "annotator", "taxonomy_version__taxonomy")
               .order_by("item_id", "category__position", "id"))
         params = self.request.query_params

@@ -17,8 +17,8 @@ class QueueForm(forms.ModelForm):
     class Meta:
         model = Queue
         fields = ["name", "run", "taxonomy_version", "db_id", "difficulty", "join_count", "max_annotators",
-                  "assignees"]
-        labels = {"db_id": "Database", "join_count": "Join count"}
+                  "blind", "assignees"]
+        labels = {"db_id": "Database", "join_count": "Join count", "blind": "Blind double annotation"}
 
     def __init__(self, *args, user=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)

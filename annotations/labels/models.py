@@ -107,6 +107,9 @@ class Label(models.Model):
     corrected_preview = models.JSONField(null=True, blank=True, help_text='{"columns": [...], "rows": [...]}')
     corrected_error = models.TextField(blank=True)
     is_final = models.BooleanField(default=False, help_text="Set by an adjudicator: the label that counts.")
+    blind = models.BooleanField(
+        default=True, help_text="Given (and last changed) while its author could see no other annotator's label "
+                                "on the question. Agreement counts only ratings whose labels are all blind.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -139,6 +142,9 @@ class Queue(models.Model):
         default=1, help_text="How many people may label one question (1: single-annotator queue).")
     assignees = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="label_queues",
                                        help_text="Empty: anyone with the label permission.")
+    blind = models.BooleanField(
+        default=True, help_text="When more than one annotator labels a question: each sees the others' labels only "
+                                "after labelling it, and everyone else (adjudicators apart) only after adjudication.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -153,6 +159,38 @@ class Queue(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("labels:queue_detail", args=[self.pk])
+
+    @property
+    def is_blind(self) -> bool:
+        """Blindness matters only when a question takes more than one annotator."""
+        return self.blind and self.max_annotators > 1
+
+    def item_filter(self) -> models.Q:
+        """The run items this queue holds: the run's failures matching its filters."""
+        q = models.Q(run_id=self.run_id, ex=False)
+        if self.db_id:
+            q &= models.Q(question__db_id=self.db_id)
+        if self.difficulty:
+            q &= models.Q(question__difficulty=self.difficulty)
+        if self.join_count is not None:
+            q &= models.Q(question__join_count=self.join_count)
+        return q
+
+
+class LabelReveal(models.Model):
+    """An annotator who labelled a question of a blind queue asked to see the other annotators' labels on it.
+
+    From then on a change of their labels on that question is no longer blind."""
+
+    item = models.ForeignKey("annotations.RunItem", on_delete=models.CASCADE, related_name="label_reveals")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    revealed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["item", "user"], name="unique_label_reveal")]
+
+    def __str__(self) -> str:
+        return f"{self.item_id} revealed to {self.user}"
 
 
 class Reservation(models.Model):

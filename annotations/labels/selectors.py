@@ -12,10 +12,12 @@ from django.utils import timezone
 from agent.models import Turn
 from agent.services import open_connector
 from agent.sql import Limits, SQLError
-from annotations.evaluation import DIFFICULTY_ORDER, TABLE_BUCKETS, table_bucket
+from annotations import policies
+from annotations.evaluation import DIFFICULTY_ORDER, TABLE_BUCKETS, agreement, table_bucket
 from annotations.evaluation.compare import bird_results_equal, spider_order_matters, spider_results_equal
-from annotations.labels import agreement, suggestions
+from annotations.labels import suggestions
 from annotations.labels.models import (
+    Category,
     Label,
     Queue,
     Reservation,
@@ -38,14 +40,7 @@ def run_failures(*, run: Run) -> QuerySet[RunItem]:
 
 
 def queue_items(*, queue: Queue) -> QuerySet[RunItem]:
-    qs = run_failures(run=queue.run)
-    if queue.db_id:
-        qs = qs.filter(question__db_id=queue.db_id)
-    if queue.difficulty:
-        qs = qs.filter(question__difficulty=queue.difficulty)
-    if queue.join_count is not None:
-        qs = qs.filter(question__join_count=queue.join_count)
-    return qs
+    return RunItem.objects.filter(queue.item_filter()).select_related("question").order_by("question__index")
 
 
 def queue_items_unlabelled_by(*, queue: Queue, user) -> QuerySet[RunItem]:
@@ -81,8 +76,6 @@ def queue_progress(*, queue: Queue, user) -> dict[str, int]:
 
 def queues_for_user(*, user) -> QuerySet[Queue]:
     """Queues on runs ``user`` may see that are open to everyone or assigned to them."""
-    from annotations import policies
-
     return (policies.visible_queues(user).filter(Q(assignees=user) | Q(assignees__isnull=True)).distinct()
             .select_related("run", "taxonomy_version__taxonomy"))
 
@@ -118,21 +111,26 @@ def suggestion_acceptance(*, run: Run | None = None, runs: QuerySet[Run] | None 
     if runs is not None:
         qs = qs.filter(item__run__in=runs.values("pk"))
     rows = qs.values("category_key").annotate(shown=Count("id"), accepted=Count("id", filter=Q(accepted=True)))
-    return [{"key": r["category_key"], "shown": r["shown"], "accepted": r["accepted"],
+    version = default_taxonomy_version()
+    names = {c.key: c.name for c in version.categories.all()} if version else {}
+    return [{"key": r["category_key"], "name": names.get(r["category_key"], r["category_key"]),
+             "shown": r["shown"], "accepted": r["accepted"],
              "rate": round(100 * r["accepted"] / r["shown"], 1) if r["shown"] else None}
             for r in rows.order_by("category_key")]
 
 
-# --- agreement --------------------------------------------------------------------
+# --- agreement and adjudication ------------------------------------------------------------
 
 
-def run_label_sets(*, run: Run) -> dict[int, dict[int, set[str]]]:
-    """``{item_id: {annotator_id: {category keys}}}`` over the run's non-adjudication labels."""
-    out: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for item_id, annotator_id, key in (Label.objects.for_run(run).filter(is_final=False)
-                                       .values_list("item_id", "annotator_id", "category__key")):
-        out[item_id][annotator_id].add(key)
-    return out
+def run_label_sets(*, run: Run, blind_only: bool = False) -> dict[int, dict[int, set[str]]]:
+    """``{item_id: {annotator_id: {category keys}}}`` over the run's annotators' (not adjudication) labels.
+
+    ``blind_only``: leave out an annotator's rating of an item when any of their labels on it is not blind."""
+    rows = list(Label.objects.for_run(run).filter(is_final=False)
+                .values_list("item_id", "annotator_id", "category__key", "blind"))
+    seen = {(item_id, annotator_id) for item_id, annotator_id, _key, blind in rows if not blind}
+    return agreement.group_ratings((item_id, annotator_id, key) for item_id, annotator_id, key, _blind in rows
+                                   if not (blind_only and (item_id, annotator_id) in seen))
 
 
 def run_annotators(*, run: Run):
@@ -141,48 +139,112 @@ def run_annotators(*, run: Run):
 
 
 def run_agreement(*, run: Run, annotator_ids: list[int], version: TaxonomyVersion | None = None) -> dict[str, Any]:
+    """Krippendorff's alpha (overall and per category) and Cohen's kappa per pair of annotators, on blind
+    ratings only, each with the number of questions it rests on; plus how many ratings were left out as not
+    blind."""
     version = version or default_taxonomy_version()
     categories = list(version.categories.all()) if version else []
-    sets = run_label_sets(run=run)
-    figures = agreement.category_agreement(sets, [c.key for c in categories], annotator_ids)
-    return {"rows": [{"category": c, **figures[c.key]} for c in categories],
-            "items": next(iter(figures.values()))["items"] if figures else 0}
+    blind = run_label_sets(run=run, blind_only=True)
+    every = run_label_sets(run=run)
+    figures = agreement.label_agreement(blind, [c.key for c in categories], annotator_ids)
+    names = {u.pk: u.get_username() for u in get_user_model().objects.filter(pk__in=annotator_ids)}
+    by_key = {c.key: c for c in categories}
+    chosen = set(annotator_ids)
+    left_out = (sum(1 for by in every.values() for a in by if a in chosen)
+                - sum(1 for by in blind.values() for a in by if a in chosen))
+    return {
+        "alpha": figures.alpha, "items": figures.items, "ratings": figures.ratings,
+        "annotators": figures.annotators, "not_blind": left_out,
+        "rows": [{"category": by_key[f.key], "alpha": f.alpha, "items": f.items, "positives": f.positives}
+                 for f in figures.categories],
+        "pairs": [{"first": names.get(p.first, p.first), "second": names.get(p.second, p.second),
+                   "kappa": p.kappa, "items": p.items, "agreed": p.agreed} for p in figures.pairs],
+    }
 
 
-def run_disagreements(*, run: Run, annotator_ids: list[int]) -> list[dict[str, Any]]:
-    """Items labelled by at least two of the annotators whose category sets differ, with any final decision."""
+def run_adjudication_rows(*, run: Run, annotator_ids: list[int] | None = None,
+                          disagreements_only: bool = True) -> list[dict[str, Any]]:
+    """Questions rated by at least two annotators (by default only those whose category sets differ), each
+    with every annotator's categories and the final decision if any. Meant for adjudicators: it shows every
+    label, blind or not."""
     sets = run_label_sets(run=run)
+    if annotator_ids:
+        sets = {i: {a: k for a, k in by.items() if a in annotator_ids} for i, by in sets.items()}
+    chosen = (agreement.disagreeing_items(sets) if disagreements_only
+              else [i for i, by in sets.items() if len(by) >= 2])
     finals: dict[int, set[str]] = defaultdict(set)
-    for item_id, key in Label.objects.for_run(run).filter(is_final=True).values_list("item_id", "category__key"):
+    for item_id, key in (Label.objects.for_run(run).filter(is_final=True, item_id__in=chosen)
+                         .values_list("item_id", "category__key")):
         finals[item_id].add(key)
+    version = default_taxonomy_version()
+    names = {c.key: c.name for c in Category.objects.filter(key__in={k for by in sets.values()
+                                                                      for keys in by.values() for k in keys}
+                                                           | {k for keys in finals.values() for k in keys})
+             .order_by("version__number")}  # the latest version's name wins
+    if version:
+        names.update({c.key: c.name for c in version.categories.all()})
+    users = {u.pk: u.get_username() for u in get_user_model().objects.filter(
+        pk__in={a for i in chosen for a in sets[i]})}
+    items = run.items.select_related("question").filter(pk__in=chosen).order_by("question__index")
     rows = []
-    items = {i.pk: i for i in run.items.select_related("question").filter(pk__in=list(sets))}
-    for item_id, by in sets.items():
-        present = [a for a in annotator_ids if a in by]
-        if len(present) < 2 or len({frozenset(by[a]) for a in present}) == 1:
-            continue
-        rows.append({"item": items[item_id], "by": {a: sorted(by[a]) for a in present},
-                     "final": sorted(finals.get(item_id, ()))})
-    rows.sort(key=lambda r: r["item"].question.index)
+    for item in items:
+        by = sets[item.pk]
+        rows.append({"item": item,
+                     "by": [{"annotator": users.get(a, a), "chips": [names.get(k, k) for k in sorted(keys)]}
+                            for a, keys in sorted(by.items(), key=lambda kv: users.get(kv[0], ""))],
+                     "final": [names.get(k, k) for k in sorted(finals.get(item.pk, ()))],
+                     "adjudicated": item.pk in finals})
     return rows
+
+
+def next_adjudication_item(*, run: Run, after: RunItem) -> RunItem | None:
+    """The next question with disagreeing annotators after ``after`` (adjudication mode's "next")."""
+    chosen = agreement.disagreeing_items(run_label_sets(run=run))
+    return (run.items.filter(pk__in=chosen, question__index__gt=after.question.index)
+            .select_related("question").order_by("question__index").first())
+
+
+def item_other_labels(*, item: RunItem, user) -> list[dict[str, Any]]:
+    """The labels on ``item`` of annotators other than ``user`` (everyone's when None), grouped by annotator.
+    The caller checks they may be seen."""
+    by: dict[str, list[str]] = defaultdict(list)
+    qs = Label.objects.filter(item=item, is_final=False)
+    if user is not None:
+        qs = qs.exclude(annotator=user)
+    for name, category in (qs.order_by("annotator__username", "category__position")
+                           .values_list("annotator__username", "category__name")):
+        by[name].append(category)
+    return [{"annotator": name, "chips": chips} for name, chips in by.items()]
+
+
+def item_final_labels(*, item: RunItem) -> QuerySet[Label]:
+    return Label.objects.filter(item=item, is_final=True).select_related("category", "annotator")
 
 
 # --- dashboards ----------------------------------------------------------------------
 
 
-def item_categories(*, run: Run) -> dict[int, set[str]]:
-    """The categories each labelled item counts under: its final labels if adjudicated, else all labels given."""
+def run_labels(*, run: Run, user=None) -> QuerySet[Label]:
+    """The run's labels ``user`` may see (blind queues hide some); all of them when no user is given."""
+    qs = Label.objects.for_run(run)
+    return qs if user is None else policies.hide_blind_labels(user, qs, run_ids=[run.pk])
+
+
+def item_categories(*, run: Run, user=None) -> dict[int, set[str]]:
+    """The categories each labelled item counts under: its final labels if adjudicated, else all labels given
+    (those ``user`` may see)."""
     given: dict[int, set[str]] = defaultdict(set)
     final: dict[int, set[str]] = defaultdict(set)
-    for item_id, key, is_final in Label.objects.for_run(run).values_list("item_id", "category__key", "is_final"):
+    for item_id, key, is_final in run_labels(run=run, user=user).values_list("item_id", "category__key",
+                                                                             "is_final"):
         (final if is_final else given)[item_id].add(key)
     return {i: final.get(i) or given[i] for i in set(given) | set(final)}
 
 
-def category_distribution(*, run: Run, version: TaxonomyVersion | None = None) -> dict[str, Any]:
-    """Counts of labelled failures per category, grouped as the paper's Table 11."""
+def category_distribution(*, run: Run, version: TaxonomyVersion | None = None, user=None) -> dict[str, Any]:
+    """Counts of labelled failures per category, grouped as the paper's Table 11 (labels ``user`` may see)."""
     version = version or default_taxonomy_version()
-    cats = item_categories(run=run)
+    cats = item_categories(run=run, user=user)
     counts = Counter(k for keys in cats.values() for k in keys)
     rows = []
     for c in (version.categories.all() if version else []):
@@ -268,11 +330,11 @@ def last_tools(*, session_ids) -> dict[int, str]:
 
 
 def chart_items(*, run: Run, category: str = "", tables: str = "", difficulty: str = "", rounds: str = "",
-                last_tool: str = "") -> QuerySet[RunItem]:
+                last_tool: str = "", user=None) -> QuerySet[RunItem]:
     """The items behind a bar of a dashboard chart."""
     qs = run.items.select_related("question").order_by("question__index")
     if category:
-        qs = qs.filter(pk__in=[i for i, keys in item_categories(run=run).items() if category in keys])
+        qs = qs.filter(pk__in=[i for i, keys in item_categories(run=run, user=user).items() if category in keys])
     if tables == "unknown":
         qs = qs.filter(question__table_count__isnull=True, ex__isnull=False)
     elif tables == "4+":
@@ -290,14 +352,14 @@ def chart_items(*, run: Run, category: str = "", tables: str = "", difficulty: s
     return qs
 
 
-def runs_distribution(*, runs: QuerySet[Run]) -> dict[str, Any]:
+def runs_distribution(*, runs: QuerySet[Run], user=None) -> dict[str, Any]:
     """Category counts per run, for those of ``runs`` with labels (across-runs dashboard)."""
     version = default_taxonomy_version()
     runs = runs.filter(items__labels__isnull=False).distinct().select_related("dataset")
     categories = list(version.categories.all()) if version else []
     rows = []
     for run in runs:
-        dist = category_distribution(run=run, version=version)
+        dist = category_distribution(run=run, version=version, user=user)
         rows.append({"run": run, "labelled": dist["labelled"], "failures": dist["failures"],
                      "counts": [r["count"] for r in dist["rows"]], "ex": (run.totals or {}).get("ex")})
     return {"categories": categories, "rows": rows}
@@ -366,8 +428,9 @@ EXPORT_FIELDS = ["run", "item", "question_index", "db_id", "question", "gold_sql
                  "created_at", "updated_at"]
 
 
-def export_rows(*, run: Run):
-    qs = (Label.objects.for_run(run)
+def export_rows(*, run: Run, user=None):
+    """Every label of the run ``user`` may see, one row each."""
+    qs = (run_labels(run=run, user=user)
           .select_related("item__question", "category", "taxonomy_version__taxonomy", "annotator")
           .order_by("item__question__index", "category__position", "annotator__username"))
     for label in qs.iterator():

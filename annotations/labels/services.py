@@ -22,6 +22,7 @@ from annotations import policies
 from annotations.labels.models import (
     Category,
     Label,
+    LabelReveal,
     Queue,
     Reservation,
     SuggestionEvent,
@@ -138,22 +139,36 @@ def reservation_release(*, item: RunItem, user) -> None:
 # --- labels ---------------------------------------------------------------------
 
 
+def _sees_others(*, item: RunItem, user) -> bool:
+    """Whether ``user`` could see another annotator's label on the item now (then a change is not blind)."""
+    others = Label.objects.filter(item=item, is_final=False).exclude(annotator=user).exists()
+    return others and policies.can_see_others_labels(user, item)
+
+
 def label_toggle(*, item: RunItem, category: Category, user, note: str = "") -> Label | None:
-    """Give the label if ``user`` has not, else take it away. Returns the new label, or None when removed."""
+    """Give the label if ``user`` has not, else take it away. Returns the new label, or None when removed.
+
+    A change made while the other annotators' labels were visible to ``user`` makes all of their labels on the
+    question not blind, so agreement leaves their rating of it out."""
     check_can_label(user=user)
     with transaction.atomic():
         RunItem.objects.select_for_update().filter(pk=item.pk).first()
+        seen = _sees_others(item=item, user=user)
         existing = Label.objects.filter(item=item, category=category, annotator=user, is_final=False).first()
         if existing is not None:
             existing.delete()
+            if seen:
+                Label.objects.filter(item=item, annotator=user, is_final=False).update(blind=False)
             return None
         _check_limit(item=item, user=user)
         try:
             with transaction.atomic():
                 label = Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
-                                             annotator=user, note=note)
+                                             annotator=user, note=note, blind=not seen)
         except IntegrityError as exc:  # a double click raced us: the label is there
             raise LabelConflict("This label was just saved from another request.") from exc
+        if seen:
+            Label.objects.filter(item=item, annotator=user, is_final=False).update(blind=False)
         Reservation.objects.filter(item=item, user=user).update(
             expires_at=timezone.now() + timedelta(minutes=RESERVATION_MINUTES))
         SuggestionEvent.objects.filter(item=item, user=user, category_key=category.key).update(accepted=True)
@@ -213,8 +228,28 @@ def label_adjudicate(*, item: RunItem, user, categories: Sequence[Category]) -> 
     with transaction.atomic():
         Label.objects.filter(item=item, is_final=True).delete()
         return [Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
-                                     annotator=user, is_final=True, note="adjudicated")
+                                     annotator=user, is_final=True, note="adjudicated", blind=False)
                 for category in categories]
+
+
+def label_final_toggle(*, item: RunItem, category: Category, user) -> Label | None:
+    """Adjudication mode, one key at a time: add the category to the item's final labels, or take it away."""
+    policies.check_can_adjudicate(user)
+    with transaction.atomic():
+        RunItem.objects.select_for_update().filter(pk=item.pk).first()
+        existing = Label.objects.filter(item=item, category=category, is_final=True).first()
+        if existing is not None:
+            existing.delete()
+            return None
+        return Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
+                                    annotator=user, is_final=True, note="adjudicated", blind=False)
+
+
+def labels_reveal(*, item: RunItem, user) -> LabelReveal:
+    """``user``, having labelled the question, asks to see the other annotators' labels on it (blind queues)."""
+    policies.check_can_reveal_labels(user, item)
+    reveal, _ = LabelReveal.objects.get_or_create(item=item, user=user)
+    return reveal
 
 
 # --- suggestions shown ----------------------------------------------------------------
@@ -234,13 +269,14 @@ def suggestions_record(*, item: RunItem, user, suggestions: Sequence[Any]) -> No
 
 def queue_create(*, run: Run, name: str, taxonomy_version: TaxonomyVersion, user, db_id: str = "",
                  difficulty: str = "", join_count: int | None = None, max_annotators: int = 1,
-                 assignees: Sequence[Any] = ()) -> Queue:
+                 assignees: Sequence[Any] = (), blind: bool = True) -> Queue:
+    """A queue of the run's failures. ``blind`` (the default) matters once ``max_annotators`` is above 1."""
     policies.check_can_create_queue(user)
     if max_annotators < 1:
         raise ValidationError("At least one annotator per question.")
     queue = Queue.objects.create(run=run, name=name, taxonomy_version=taxonomy_version, db_id=db_id,
                                  difficulty=difficulty, join_count=join_count, max_annotators=max_annotators,
-                                 created_by=user)
+                                 blind=blind, created_by=user)
     if assignees:
         queue.assignees.set(assignees)
     return queue

@@ -12,11 +12,13 @@ import json
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from agent.templatetags.studio import format_figure as figure
 from agent.textclean import csv_dict_writer, csv_writer
 from annotations import policies
 from annotations.labels import selectors, services
@@ -45,30 +47,53 @@ def _version(queue: Queue | None) -> TaxonomyVersion | None:
 
 
 def _buttons_context(*, item: RunItem, user, version: TaxonomyVersion | None, suggested: dict[str, str],
-                     error: str = "") -> dict:
-    mine = {lab.category_id: lab for lab in Label.objects.filter(item=item, annotator=user, is_final=False)}
+                     error: str = "", adjudicating: bool = False) -> dict:
+    """The label buttons: the user's own labels, or in adjudication mode the item's final labels."""
+    if adjudicating:
+        mine = {lab.category_id: lab for lab in Label.objects.filter(item=item, is_final=True)}
+    else:
+        mine = {lab.category_id: lab for lab in Label.objects.filter(item=item, annotator=user, is_final=False)}
     categories = list(version.categories.all()) if version else []
     groups: dict[str, list] = {}
     for c in categories:
         groups.setdefault(c.group, []).append({"category": c, "label": mine.get(c.pk), "suggested": suggested.get(c.key)})
     other_version = [lab for lab in mine.values() if version is None or lab.taxonomy_version_id != version.pk]
-    return {"item": item, "groups": groups, "error": error, "can_label": policies.can_label(user),
+    return {"item": item, "groups": groups, "error": error, "adjudicating": adjudicating,
+            "can_label": policies.can_adjudicate(user) if adjudicating else policies.can_label(user),
+            "toggle_url": "labels:final_toggle" if adjudicating else "labels:toggle",
             "other_version_labels": other_version, "label_count": len(mine)}
+
+
+def _others_context(*, item: RunItem, user, adjudicating: bool) -> dict:
+    """The other annotators' labels as chips, or why they are hidden (blind queues)."""
+    reason = "" if adjudicating else policies.labels_hidden_reason(user, item)
+    if reason:
+        return {"others_hidden": reason, "others": []}
+    others = (selectors.item_other_labels(item=item, user=None) if adjudicating
+              else selectors.item_other_labels(item=item, user=user))
+    return {"others_hidden": "", "others": others,
+            "finals": [lab.category.name for lab in selectors.item_final_labels(item=item)]}
 
 
 def review(request: HttpRequest, item_id: int) -> HttpResponse:
     item = _item(request, item_id)
     queue = _queue(request, item)
     version = _version(queue)
+    adjudicating = request.GET.get("mode") == "adjudicate"
+    if adjudicating:
+        policies.check_can_adjudicate(request.user)
     # A GET writes nothing: the page takes its reservation (and records the suggestions shown) with a POST
     # to review_start when it loads; here the conflict is only looked up.
-    can_label = policies.can_label(request.user)
+    can_label = policies.can_label(request.user) and not adjudicating
     conflict = (services.limit_conflict(item=item, user=request.user) or "") if can_label else ""
     results = run_item_with_results(item=item)
     suggested = selectors.item_suggestions(item=item, results=results)
     diff_lines = list(difflib.unified_diff(item.question.gold_sql.split(), (item.predicted_sql or "").split(),
                                            "gold", "predicted", lineterm="", n=100))[2:]
-    if queue:
+    if adjudicating:
+        following = selectors.next_adjudication_item(run=item.run, after=item)
+        next_url = (reverse("labels:review", args=[following.pk]) + "?mode=adjudicate") if following else ""
+    elif queue:
         next_url = reverse("labels:queue_next", args=[queue.pk]) + f"?after={item.pk}"
     else:
         following = (selectors.run_failures(run=item.run).filter(question__index__gt=item.question.index)
@@ -87,7 +112,9 @@ def review(request: HttpRequest, item_id: int) -> HttpResponse:
         "corrected_form": CorrectedGoldForm(initial={"corrected_sql": corrected.corrected_sql if corrected else ""}),
         "takes_corrections": bool(version and version.categories.filter(accepts_corrected_gold=True).exists()),
         **_buttons_context(item=item, user=request.user, version=version,
-                           suggested={s.key: s.reason for s in suggested}, error=conflict),
+                           suggested={s.key: s.reason for s in suggested}, error=conflict, adjudicating=adjudicating),
+        **_others_context(item=item, user=request.user, adjudicating=adjudicating),
+        "review_start": can_label and not conflict,
     }
     return render(request, "annotations/labels/review.html", context)
 
@@ -133,6 +160,32 @@ def label_toggle(request: HttpRequest, item_id: int, category_id: int) -> HttpRe
     context["queue"] = _queue(request, item)
     template = "annotations/labels/partials/label_buttons.html"
     return _refused(request, template, context, status) if error else render(request, template, context)
+
+
+@require_POST
+def final_toggle(request: HttpRequest, item_id: int, category_id: int) -> HttpResponse:
+    """Adjudication mode: one key toggles one category of the item's final labels."""
+    item = _item(request, item_id)
+    policies.check_can_adjudicate(request.user)
+    category = get_object_or_404(Category.objects.select_related("version"), pk=category_id)
+    services.label_final_toggle(item=item, category=category, user=request.user)
+    context = _buttons_context(item=item, user=request.user, version=category.version, suggested={},
+                               adjudicating=True)
+    return render(request, "annotations/labels/partials/label_buttons.html", context)
+
+
+@require_POST
+def reveal(request: HttpRequest, item_id: int) -> HttpResponse:
+    """Blind queues: an annotator who labelled the question asks to see the others' labels on it."""
+    item = _item(request, item_id)
+    policies.check_can_label(request.user)
+    try:
+        services.labels_reveal(item=item, user=request.user)
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+    target = reverse("labels:review", args=[item.pk])
+    queue = _queue(request, item)
+    return redirect(target + (f"?queue={queue.pk}" if queue else "") + "#others")
 
 
 @require_POST
@@ -196,7 +249,9 @@ def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
     todo = request.GET.get("show") == "todo"
     items = (selectors.queue_items_unlabelled_by(queue=queue, user=request.user) if todo
              else selectors.queue_items(queue=queue))
-    items = items.prefetch_related("labels__category", "labels__annotator")
+    shown = policies.hide_blind_labels(request.user, Label.objects.select_related("category", "annotator"),
+                                       run_ids=[queue.run_id])
+    items = items.prefetch_related(Prefetch("labels", queryset=shown, to_attr="shown_labels"))
     return render(request, "annotations/labels/queue_detail.html", {
         "queue": queue, "items": items[:500], "progress": selectors.queue_progress(queue=queue, user=request.user),
         "assignees": queue.assignees.all(), "todo": todo})
@@ -232,16 +287,22 @@ def _annotator_ids(request: HttpRequest, run: Run) -> tuple[list, list[int]]:
 def agreement(request: HttpRequest, pk: int) -> HttpResponse:
     run = policies.access_run(request.user, pk)
     annotators, ids = _annotator_ids(request, run)
-    names = {a.pk: a.get_username() for a in annotators}
-    disagreements = selectors.run_disagreements(run=run, annotator_ids=ids)
-    for row in disagreements:
-        row["by_names"] = [(names[a], keys) for a, keys in row["by"].items()]
-    version = selectors.default_taxonomy_version()
     return render(request, "annotations/labels/agreement.html", {
         "run": run, "annotators": annotators, "chosen": ids,
         "agreement": selectors.run_agreement(run=run, annotator_ids=ids) if len(ids) >= 2 else None,
-        "disagreements": disagreements, "categories": list(version.categories.all()) if version else [],
         "can_adjudicate": policies.can_adjudicate(request.user)})
+
+
+def adjudication(request: HttpRequest, pk: int) -> HttpResponse:
+    """One question per row with both queries, its result and each annotator's labels; adjudicators only
+    (they see every label, blind or not)."""
+    run = policies.access_run(request.user, pk)
+    policies.check_can_adjudicate(request.user)
+    annotators, ids = _annotator_ids(request, run)
+    everything = request.GET.get("show") == "all"
+    return render(request, "annotations/labels/adjudication.html", {
+        "run": run, "annotators": annotators, "chosen": ids, "everything": everything,
+        "rows": selectors.run_adjudication_rows(run=run, annotator_ids=ids, disagreements_only=not everything)})
 
 
 @require_POST
@@ -251,32 +312,32 @@ def adjudicate(request: HttpRequest, item_id: int) -> HttpResponse:
     categories = list(Category.objects.filter(pk__in=request.POST.getlist("category")))
     services.label_adjudicate(item=item, user=request.user, categories=categories)
     messages.success(request, f"Question {item.question.index}: final labels set.")
-    return redirect(reverse("labels:agreement", args=[item.run_id]) + "#disagreements")
+    return redirect(reverse("labels:adjudication", args=[item.run_id]))
 
 
 # --- dashboards and export ---------------------------------------------------------
 
 
-def _charts(run: Run) -> dict:
-    dist = selectors.category_distribution(run=run)
+def _charts(run: Run, user) -> dict:
+    dist = selectors.category_distribution(run=run, user=user)
     agent = selectors.agent_figures(run=run)
     charts = {
         "categories": {"title": "Error categories (labelled failures, as Table 11)",
                        "rows": [{"key": r["key"], "label": r["label"], "value": r["count"],
-                                 "extra": f"{r['group']} · {r['percent'] if r['percent'] is not None else '–'}%"}
+                                 "extra": f"{r['group']} · {figure(r['percent'], 'percent:1')}"}
                                 for r in dist["rows"]], "unit": "questions"},
         "tables": {"title": "EX by number of tables in the gold query (joins + 1; Table 9 buckets)",
                    "rows": [{"key": r["key"], "label": r["label"], "value": r["ex"],
-                             "extra": f"{r['correct']}/{r['scored']} · {r['share']}% of questions"}
+                             "extra": f"{r['correct']:,}/{r['scored']:,} · {figure(r['share'], 'percent')} of questions"}
                             for r in selectors.ex_by(run=run, field="table_count")], "unit": "EX %"},
         "difficulty": {"title": "EX by difficulty",
                        "rows": [{"key": r["key"], "label": r["label"], "value": r["ex"],
-                                 "extra": f"{r['correct']}/{r['scored']} · {r['share']}% of questions"}
+                                 "extra": f"{r['correct']:,}/{r['scored']:,} · {figure(r['share'], 'percent')} of questions"}
                                 for r in selectors.ex_by(run=run, field="difficulty")], "unit": "EX %"},
     }
     if agent:
-        charts["rounds"] = {"title": f"Rounds per case (mean {agent['avg_rounds']}, tokens per case "
-                                     f"{agent['avg_tokens']})",
+        charts["rounds"] = {"title": f"Rounds per case (mean {figure(agent['avg_rounds'], 'fixed:2')}, tokens per "
+                                     f"case {figure(agent['avg_tokens'], 'fixed:1')})",
                             "rows": [{"key": r["key"], "label": r["label"], "value": r["count"], "extra": ""}
                                      for r in agent["rounds"]], "unit": "cases"}
         charts["before_failure"] = {"title": "Last tool call before a failed answer",
@@ -294,7 +355,7 @@ def _chart_link(run: Run, name: str, key: str) -> str:
 
 def dashboard(request: HttpRequest, pk: int) -> HttpResponse:
     run = policies.access_run(request.user, pk)
-    data = _charts(run)
+    data = _charts(run, request.user)
     for name, chart in data["charts"].items():
         for row in chart["rows"]:
             row["url"] = _chart_link(run, name, row["key"])
@@ -308,7 +369,7 @@ def dashboard(request: HttpRequest, pk: int) -> HttpResponse:
 
 def chart_csv(request: HttpRequest, pk: int, chart: str) -> HttpResponse:
     run = policies.access_run(request.user, pk)
-    data = _charts(run)
+    data = _charts(run, request.user)
     charts = data["charts"]
     buffer = io.StringIO()
     writer = csv_writer(buffer)
@@ -336,21 +397,21 @@ def questions(request: HttpRequest, pk: int) -> HttpResponse:
     """The questions behind one bar of a dashboard chart, each linked to its review page."""
     run = policies.access_run(request.user, pk)
     filters = {k: request.GET.get(k, "") for k in ("category", "tables", "difficulty", "rounds", "last_tool")}
-    items = selectors.chart_items(run=run, **filters)
+    items = selectors.chart_items(run=run, user=request.user, **filters)
     return render(request, "annotations/labels/questions.html",
                   {"run": run, "items": items, "filters": {k: v for k, v in filters.items() if v}})
 
 
 def overview(request: HttpRequest) -> HttpResponse:
     return render(request, "annotations/labels/overview.html", {
-        "across": selectors.runs_distribution(runs=policies.visible_runs(request.user)),
+        "across": selectors.runs_distribution(runs=policies.visible_runs(request.user), user=request.user),
         "acceptance": selectors.suggestion_acceptance(runs=policies.visible_runs(request.user)),
         "queues": selectors.queues_for_user(user=request.user)[:20]})
 
 
 def export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     run = policies.access_run(request.user, pk)
-    rows = selectors.export_rows(run=run)
+    rows = selectors.export_rows(run=run, user=request.user)
     if fmt == "jsonl":
         response = StreamingHttpResponse((json.dumps(r) + "\n" for r in rows), content_type="application/x-ndjson")
     elif fmt == "csv":

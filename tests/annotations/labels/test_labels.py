@@ -60,7 +60,7 @@ def test_a_viewer_without_the_label_permission_cannot_label(viewer, tiny_run, cl
     url = reverse("labels:toggle", args=[item(tiny_run, 1).pk, category("distinct").pk])
     assert client.post(url).status_code == 403
     page = client.get(reverse("labels:review", args=[item(tiny_run, 1).pk]))
-    assert page.status_code == 200 and b"needs the permission" in page.content
+    assert page.status_code == 200 and b"labelling needs the Annotator role" in page.content
     api = client.post("/api/labels/", {"item": item(tiny_run, 1).pk, "category": category("distinct").pk})
     assert api.status_code == 403
     assert not Label.objects.exists()
@@ -179,25 +179,40 @@ def test_note_is_saved_on_its_own_and_corrected_gold_runs_and_changes_ex(annotat
         services.label_update(label=distinct, user=alice, corrected_sql="SELECT 1")
 
 
+def blind_queue(run, user, annotators=2):
+    return services.queue_create(run=run, name="double", taxonomy_version=selectors.default_taxonomy_version(),
+                                 user=user, max_annotators=annotators)
+
+
 def test_agreement_disagreements_and_adjudication(annotators, tiny_run, staff, client):
     alice, bob, _ = annotators
+    blind_queue(tiny_run, staff)
     for user, idx, key in [(alice, 1, "distinct"), (bob, 1, "distinct"), (alice, 2, "selected_column"),
                            (bob, 2, "reasoning"), (alice, 3, "reasoning"), (bob, 3, "reasoning")]:
         services.label_toggle(item=item(tiny_run, idx), category=category(key), user=user)
-    figures = {r["category"].key: r for r in selectors.run_agreement(
-        run=tiny_run, annotator_ids=[alice.pk, bob.pk])["rows"]}
-    assert figures["distinct"]["kappa"] == pytest.approx(1.0) and figures["distinct"]["method"] == "Cohen"
-    # reasoning: alice [0,0,1], bob [0,1,1]: po 2/3, pe = (1*2+2*1)/9 -> 0.4
-    assert figures["reasoning"]["kappa"] == pytest.approx(0.4)
+    assert not Label.objects.filter(blind=False).exists()  # nobody saw another's labels
+    figures = selectors.run_agreement(run=tiny_run, annotator_ids=[alice.pk, bob.pk])
+    rows = {r["category"].key: r for r in figures["rows"]}
+    assert figures["items"] == 3 and figures["not_blind"] == 0
+    assert rows["distinct"]["alpha"] == pytest.approx(1.0) and rows["distinct"]["items"] == 3
+    # reasoning: alice [0,0,1], bob [0,1,1]: units [0,0],[0,1],[1,1] -> o01 = o10 = 1, n0 = 3, n1 = 3, n = 6:
+    # alpha = 1 - (6-1) * 2 / (2*3*3) = 4/9
+    assert rows["reasoning"]["alpha"] == pytest.approx(4 / 9)
+    [pair] = figures["pairs"]
+    assert (pair["first"], pair["second"], pair["items"], pair["agreed"]) == ("alice", "bob", 3, 2)
     client.force_login(staff)
     page = client.get(reverse("labels:agreement", args=[tiny_run.pk])).content.decode()
-    assert "Disagreements (1)" in page
+    assert "Krippendorff" in page and 'id="alpha"' in page
+    board = client.get(reverse("labels:adjudication", args=[tiny_run.pk])).content.decode()
+    assert board.count("<tr data-item=") == 1 and "Selected Column" in board and "selected_column" not in board
+    assert reverse("labels:review", args=[item(tiny_run, 2).pk]) + "?mode=adjudicate" in board
     client.post(reverse("labels:adjudicate", args=[item(tiny_run, 2).pk]), {"category": [category("reasoning").pk]})
     final = Label.objects.get(is_final=True)
     assert final.annotator == staff and final.category.key == "reasoning"
     assert selectors.item_categories(run=tiny_run)[item(tiny_run, 2).pk] == {"reasoning"}
     client.force_login(alice)
     assert client.post(reverse("labels:adjudicate", args=[item(tiny_run, 2).pk])).status_code == 403
+    assert client.get(reverse("labels:adjudication", args=[tiny_run.pk])).status_code == 403
     # An annotator can adjudicate a question they labelled: the final row is apart from their own label,
     # and the agreement figures do not move.
     alice.user_permissions.add(Permission.objects.get(codename="adjudicate_label"))
@@ -207,7 +222,35 @@ def test_agreement_disagreements_and_adjudication(annotators, tiny_run, staff, c
     assert list(Label.objects.filter(is_final=True).values_list("category__key", flat=True)) == ["selected_column"]
     again = {r["category"].key: r for r in selectors.run_agreement(
         run=tiny_run, annotator_ids=[alice.pk, bob.pk])["rows"]}
-    assert again["reasoning"]["kappa"] == pytest.approx(0.4)
+    assert again["reasoning"]["alpha"] == pytest.approx(4 / 9)
+
+
+def test_adjudication_mode_sets_final_labels_one_key_at_a_time(annotators, tiny_run, staff, client):
+    alice, bob, _ = annotators
+    blind_queue(tiny_run, staff)
+    services.label_toggle(item=item(tiny_run, 2), category=category("selected_column"), user=alice)
+    services.label_toggle(item=item(tiny_run, 2), category=category("reasoning"), user=bob)
+    client.force_login(staff)
+    page = client.get(reverse("labels:review", args=[item(tiny_run, 2).pk]) + "?mode=adjudicate").content.decode()
+    assert "Adjudication mode" in page and 'data-annotator="alice"' in page and "Selected Column" in page
+    assert reverse("labels:final_toggle", args=[item(tiny_run, 2).pk, category("reasoning").pk]) in page
+    client.post(reverse("labels:final_toggle", args=[item(tiny_run, 2).pk, category("reasoning").pk]))
+    assert list(Label.objects.filter(is_final=True).values_list("category__key", flat=True)) == ["reasoning"]
+    client.post(reverse("labels:final_toggle", args=[item(tiny_run, 2).pk, category("reasoning").pk]))
+    assert not Label.objects.filter(is_final=True).exists()
+    client.force_login(alice)
+    assert client.get(reverse("labels:review", args=[item(tiny_run, 2).pk]) + "?mode=adjudicate").status_code == 403
+    assert client.post(reverse("labels:final_toggle", args=[item(tiny_run, 2).pk,
+                                                            category("reasoning").pk])).status_code == 403
+
+
+def test_without_a_blind_queue_a_second_annotators_labels_are_not_blind(annotators, tiny_run):
+    alice, bob, _ = annotators
+    services.label_toggle(item=item(tiny_run, 1), category=category("distinct"), user=alice)
+    services.label_toggle(item=item(tiny_run, 1), category=category("format"), user=bob)
+    assert Label.objects.get(annotator=alice).blind and not Label.objects.get(annotator=bob).blind
+    figures = selectors.run_agreement(run=tiny_run, annotator_ids=[alice.pk, bob.pk])
+    assert figures["items"] == 0 and figures["not_blind"] == 1 and figures["alpha"] is None
 
 
 def test_queue_pages_dashboard_chart_csv_and_exports(annotators, tiny_run, staff, client):
@@ -226,9 +269,9 @@ def test_queue_pages_dashboard_chart_csv_and_exports(annotators, tiny_run, staff
     dashboard = client.get(reverse("labels:dashboard", args=[tiny_run.pk])).content.decode()
     assert "chart-categories" in dashboard and "chartjs/chart.umd.min.js" in dashboard
     csv_text = client.get(reverse("labels:chart_csv", args=[tiny_run.pk, "categories"])).content.decode()
-    assert "distinct,Distinct,1,Mismatch · 100.0%" in csv_text
+    assert "distinct,Distinct,1,Mismatch · 100.0 %" in csv_text
     tables = client.get(reverse("labels:chart_csv", args=[tiny_run.pk, "tables"])).content.decode()
-    assert "1,1,25.0,1/4 · 80.0% of questions" in tables and "2,2,0.0,0/1 · 20.0% of questions" in tables
+    assert "1,1,25.0,1/4 · 80.00 % of questions" in tables and "2,2,0.0,0/1 · 20.00 % of questions" in tables
     by_tables = client.get(reverse("labels:questions", args=[tiny_run.pk]) + "?tables=2").content.decode()
     assert "concert in 2014" in by_tables and "older than 35" not in by_tables
     listed = client.get(reverse("labels:questions", args=[tiny_run.pk]) + "?category=distinct").content.decode()
