@@ -95,7 +95,9 @@ def exemplar_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = _console_context(request, exemplar)
     context.update(edit_form=ExemplarEditForm(initial={
         "question": exemplar.question, "evidence": exemplar.evidence, "notes": exemplar.notes, "tags": ", ".join(exemplar.tags or [])}),
-        can_review=policies.can_review_exemplars(request.user), token_estimate=selectors.exemplar_token_estimate(exemplar),
+        can_review=policies.can_review_exemplars(request.user), reviewer_role=policies.REVIEWER_ROLE,
+        reviewers=list(policies.exemplar_reviewers(exemplar)[:20]) if exemplar.state == "in_review" else [],
+        token_estimate=selectors.exemplar_token_estimate(exemplar),
         versions=[v for v in ExemplarSetVersion.objects.select_related("exemplar_set").order_by("-created_at")[:200]
                   if any(e.get("exemplar_id") == exemplar.pk for e in v.exemplars)])
     if context["done"] and exemplar.final_sql and exemplar.database_id:

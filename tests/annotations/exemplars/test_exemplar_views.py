@@ -1,9 +1,11 @@
 import json
 
 import pytest
+from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from agent.models import AgentSession, Turn
+from agent.roles import CURATOR
 from annotations.exemplars import services
 from annotations.models import Exemplar, ExemplarSetVersion
 
@@ -116,3 +118,18 @@ def test_admin_shows_exemplars_and_versions_read_only(staff_client, demo_databas
     assert staff_client.get("/admin/annotations/exemplarset/").status_code == 200
     assert staff_client.post(f"/admin/annotations/exemplarsetversion/{version.pk}/delete/",
                              {"post": "yes"}).status_code == 403
+
+
+def test_a_waiting_author_is_told_who_reviews_and_which_role_it_takes(client, demo_database, author,
+                                                                      build_exemplar, django_user_model):
+    exemplar = build_exemplar(demo_database, author)
+    services.exemplar_submit(exemplar=exemplar, user=author)
+    client.force_login(author)
+    page = client.get(reverse("exemplars:exemplar_detail", args=[exemplar.pk])).content.decode()
+    assert "Nobody can review it yet: no account has the Curator role." in page
+    assert "needs the <strong>Curator</strong> role" in page
+    curator = django_user_model.objects.create_user("rita", "rita@example.com", "pw-rita-123")
+    curator.groups.add(Group.objects.get(name=CURATOR))
+    django_user_model.objects.create_user("staffer", "s@example.com", "pw-s-123", is_staff=True)
+    page = client.get(reverse("exemplars:exemplar_detail", args=[exemplar.pk])).content.decode()
+    assert "Reviewers (Curators): <strong>rita</strong>." in page and "staffer" not in page
