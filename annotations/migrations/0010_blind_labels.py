@@ -19,7 +19,7 @@ def mark_existing(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotations', '0008_dataset_patches'),
+        ('annotations', '0009_run_missing_predictions'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
