@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.urls import reverse
 
@@ -182,6 +182,11 @@ class LLMEndpoint(models.Model):
                                                help_text="USD per million prompt tokens; empty: cost unknown.")
     output_price_per_mtok = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
     max_concurrency = models.PositiveIntegerField(default=8, help_text="Concurrent calls allowed from runs.")
+    timeout_s = models.FloatField(default=60.0, validators=[MinValueValidator(0.1)],
+                                  help_text="Seconds one HTTP attempt may take before it counts as timed out.")
+    max_retries = models.PositiveSmallIntegerField(
+        default=3, validators=[MaxValueValidator(10)],
+        help_text="Retries after a failed attempt (timeouts, 429, 5xx, garbage bodies); 0: none.")
     max_tokens = models.PositiveIntegerField(
         default=4096, help_text="Ceiling on a call's max_tokens that a session's options may ask for.")
     allowed_models = models.JSONField(

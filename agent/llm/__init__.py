@@ -7,12 +7,12 @@
 
 from __future__ import annotations
 
-from .client import PAPER_STOP, LLMClient, LLMSettings, cut_at_stop
+from .client import PAPER_STOP, BoundedClient, LLMClient, LLMSettings, cut_at_stop
 from .gate import CallRefused, Gate, GatedChatModel, PlannedCall
 from .pricing import Price, PriceTable
 from .types import ChatModel, Completion, LLMError, Message, MessagesLike
 
 __all__ = [
-    "PAPER_STOP", "CallRefused", "ChatModel", "Completion", "Gate", "GatedChatModel", "LLMClient", "LLMError",
-    "LLMSettings", "Message", "MessagesLike", "PlannedCall", "Price", "PriceTable", "cut_at_stop",
+    "PAPER_STOP", "BoundedClient", "CallRefused", "ChatModel", "Completion", "Gate", "GatedChatModel", "LLMClient",
+    "LLMError", "LLMSettings", "Message", "MessagesLike", "PlannedCall", "Price", "PriceTable", "cut_at_stop",
 ]

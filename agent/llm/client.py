@@ -1,9 +1,11 @@
 """Chat-completion client for any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp server).
 
-Retries are ours, not the SDK's (the SDK client is built with ``max_retries=0``)
-so that every attempt is counted, backoff is configurable and the final error
-names the last cause. The response body is decoded here too: a proxy's HTML
-error page or a body without choices becomes an ``LLMError``, never a crash.
+Plain HTTP (httpx2) and our own decoding, not the OpenAI SDK: servers differ in what they send (a missing
+``usage``, ``content: null``, a proxy's HTML error page, a body without choices), the raw completion is
+what a turn stores, and each of those cases must become an ``LLMError`` or a lenient reading, never a
+crash in a typed response model. Retries are ours, so every attempt is counted, backoff and timeouts are
+per endpoint, a session's deadline cuts a call in flight, and a failed call reports how long it really
+took (all attempts and backoff).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-import openai
+import httpx2
 
 from agent.textclean import MAX_COMPLETION_CHARS, clean_text
 
@@ -26,7 +28,7 @@ from .types import Completion, LLMError, Message, MessagesLike
 
 PAPER_STOP: tuple[str, ...] = ("\nObservation", "\nThought")
 
-# A local server usually needs no key, but the SDK refuses to start without one.
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY = "not-needed"
 _RETRYABLE_STATUS = {408, 409, 425, 429}
 
@@ -35,7 +37,7 @@ _RETRYABLE_STATUS = {408, 409, 425, 429}
 class LLMSettings:
     """One endpoint and its defaults; sampling defaults are the paper's (Table 12)."""
 
-    base_url: str | None = None  # None: the SDK default (api.openai.com)
+    base_url: str | None = None  # None: OpenAI's API (DEFAULT_BASE_URL)
     api_key: str | None = field(default=None, repr=False)  # never in to_dict() or repr
     api_key_env: str | None = None  # name of an environment variable holding the key, read when the client starts
     model: str = "gpt-4o-2024-05-13"
@@ -104,12 +106,10 @@ class LLMClient:
         self.settings = settings
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._sdk = openai.OpenAI(
-            base_url=settings.base_url,
-            api_key=settings.resolve_api_key() or _NO_KEY,
-            timeout=settings.timeout_s,
-            max_retries=0,
-        )
+        # A local server usually needs no key; some clients' conventions expect a bearer all the same.
+        headers = {"Authorization": f"Bearer {settings.resolve_api_key() or _NO_KEY}"}
+        self._url = (settings.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        self._http = httpx2.Client(headers=headers, timeout=settings.timeout_s, follow_redirects=False)
         self._slots = threading.BoundedSemaphore(settings.max_concurrent) if settings.max_concurrent else None
 
     def with_settings(self, **changes: Any) -> LLMClient:
@@ -117,7 +117,11 @@ class LLMClient:
         return LLMClient(replace(self.settings, **changes), sleep=self._sleep, rng=self._rng)
 
     def close(self) -> None:
-        self._sdk.close()
+        self._http.close()
+
+    def bounded(self, deadline: float | None) -> BoundedClient:
+        """This client with every call cut at ``deadline`` (a ``time.monotonic()`` value), e.g. a session's."""
+        return BoundedClient(self, deadline)
 
     def __enter__(self) -> LLMClient:
         return self
@@ -136,11 +140,14 @@ class LLMClient:
         stop: Sequence[str] | None = None,
         timeout_s: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        deadline: float | None = None,
     ) -> Completion:
         """One chat completion; arguments left as None take the settings' defaults.
 
         ``latency_ms`` covers the whole call, retries and backoff included: it is
-        what the caller waited. Raises ``LLMError`` when no usable completion came.
+        what the caller waited. Raises ``LLMError`` when no usable completion came,
+        with the same ``latency_ms``. ``deadline`` (``time.monotonic()``) bounds the
+        whole call: an attempt's timeout is cut to it and no retry starts after it.
         """
         s = self.settings
         stop_seqs = tuple(s.stop if stop is None else stop)
@@ -150,26 +157,34 @@ class LLMClient:
             "temperature": s.temperature if temperature is None else temperature,
             "top_p": s.top_p if top_p is None else top_p,
             "max_tokens": s.max_tokens if max_tokens is None else max_tokens,
-            "timeout": s.timeout_s if timeout_s is None else timeout_s,
         }
         if stop_seqs:
             params["stop"] = list(stop_seqs)
         if extra_body:
-            params["extra_body"] = dict(extra_body)
+            params.update(dict(extra_body))
+        timeout = s.timeout_s if timeout_s is None else timeout_s
 
         started = time.monotonic()
         attempts = 0
         while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise LLMError(f"LLM call stopped at the session time limit after {attempts} attempts",
+                               attempts=attempts, latency_ms=(time.monotonic() - started) * 1000)
             attempts += 1
             try:
-                body = self._post(params)
+                body = self._post(params, timeout if left is None else min(timeout, left))
                 text, usage, resp_model, finish = _decode(body, params["model"])
             except _Failure as failure:
                 if not failure.retryable or attempts > s.max_retries:
                     tried = f" after {attempts} attempts" if attempts > 1 else ""
                     raise LLMError(f"LLM call failed{tried}: {failure.message}", attempts=attempts,
-                                   status_code=failure.status_code, cause=failure.cause) from failure.cause
-                self._sleep(self._backoff(attempts, failure.retry_after))
+                                   status_code=failure.status_code, cause=failure.cause,
+                                   latency_ms=(time.monotonic() - started) * 1000) from failure.cause
+                pause = self._backoff(attempts, failure.retry_after)
+                if deadline is not None:
+                    pause = max(0.0, min(pause, deadline - time.monotonic()))
+                self._sleep(pause)
                 continue
             # Some servers ignore ``stop``; cut here too so a hallucinated Observation never survives.
             text = cut_at_stop(text, stop_seqs)
@@ -189,28 +204,25 @@ class LLMClient:
                 cost=s.prices.cost(resp_model, prompt_tokens, completion_tokens) if usage else None,
             )
 
-    def _post(self, params: dict[str, Any]) -> Any:
+    def _post(self, params: dict[str, Any], timeout: float) -> Any:
         if self._slots is None:
-            return self._post_once(params)
+            return self._post_once(params, timeout)
         with self._slots:  # held for one HTTP attempt only, never during backoff
-            return self._post_once(params)
+            return self._post_once(params, timeout)
 
-    def _post_once(self, params: dict[str, Any]) -> Any:
+    def _post_once(self, params: dict[str, Any], timeout: float) -> Any:
         try:
-            raw = self._sdk.chat.completions.with_raw_response.create(**params)
-            text = raw.text
-        except openai.APITimeoutError as exc:
+            response = self._http.post(self._url, json=params, timeout=timeout)
+        except httpx2.TimeoutException as exc:
             raise _Failure("request timed out", retryable=True, cause=exc) from exc
-        except openai.APIConnectionError as exc:
-            raise _Failure(f"connection error ({exc.__cause__ or exc})", retryable=True, cause=exc) from exc
-        except openai.APIStatusError as exc:
-            status = exc.status_code
+        except httpx2.HTTPError as exc:  # connection refused or reset, protocol errors
+            raise _Failure(f"connection error ({exc})", retryable=True, cause=exc) from exc
+        text = response.text
+        status = response.status_code
+        if status >= 400:
             retryable = status in _RETRYABLE_STATUS or status >= 500
-            detail = _short(exc.response.text if exc.response is not None else str(exc))
-            raise _Failure(f"HTTP {status}: {detail}", retryable=retryable, status_code=status, cause=exc,
-                           retry_after=_retry_after(exc)) from exc
-        except openai.OpenAIError as exc:
-            raise _Failure(f"{type(exc).__name__}: {exc}", retryable=False, cause=exc) from exc
+            raise _Failure(f"HTTP {status}: {_short(text)}", retryable=retryable, status_code=status,
+                           retry_after=_retry_after(response.headers.get("retry-after")))
         try:
             return json.loads(text)
         except ValueError as exc:
@@ -224,6 +236,20 @@ class LLMClient:
         # Exponential backoff with "equal jitter": half fixed, half random, so retries spread out.
         delay = min(s.backoff_max_s, s.backoff_base_s * (2 ** (attempt - 1)))
         return delay / 2 + self._rng.uniform(0, delay / 2)
+
+
+class BoundedClient:
+    """An ``LLMClient`` whose calls all end by one deadline (a session's wall-clock limit)."""
+
+    def __init__(self, client: LLMClient, deadline: float | None) -> None:
+        self.client = client
+        self.deadline = deadline
+
+    def __getattr__(self, name: str) -> Any:  # settings, close(), ... of the client
+        return getattr(self.client, name)
+
+    def complete(self, messages: MessagesLike, **kwargs: Any) -> Completion:
+        return self.client.complete(messages, deadline=self.deadline, **kwargs)
 
 
 class _Failure(Exception):
@@ -281,11 +307,10 @@ def _message_dict(m: Message | Mapping[str, str]) -> dict[str, str]:
     return {"role": str(m["role"]), "content": str(m["content"])}
 
 
-def _retry_after(exc: openai.APIStatusError) -> float | None:
+def _retry_after(value: str | None) -> float | None:
     try:
-        value = exc.response.headers.get("retry-after")
         return max(0.0, float(value)) if value is not None else None
-    except (AttributeError, ValueError):
+    except ValueError:  # an HTTP date: the exponential backoff applies
         return None
 
 

@@ -51,12 +51,15 @@ class LLMError(Exception):
 
     ``cause`` is the last underlying exception, ``status_code`` the last HTTP
     status seen (None for connection errors, timeouts and garbage bodies).
+    ``latency_ms`` is what the caller waited, every attempt and backoff included
+    (None when no call was made, e.g. refused by a gate).
     """
 
     def __init__(self, message: str, *, attempts: int = 0, status_code: int | None = None,
-                 cause: BaseException | None = None) -> None:
+                 cause: BaseException | None = None, latency_ms: float | None = None) -> None:
         super().__init__(message)
         self.attempts = attempts
+        self.latency_ms = latency_ms
         self.status_code = status_code
         self.cause = cause
 

@@ -102,7 +102,8 @@ def llm_snapshot(endpoint: LLMEndpoint) -> dict[str, Any]:
         prices = {endpoint.model: {"input_per_mtok": float(endpoint.input_price_per_mtok),
                                    "output_per_mtok": float(endpoint.output_price_per_mtok)}}
     return {"endpoint": endpoint.name, "base_url": endpoint.base_url or None, "model": endpoint.model,
-            "api_key_env": endpoint.api_key_env, "prices": prices}
+            "api_key_env": endpoint.api_key_env, "prices": prices,
+            "timeout_s": float(endpoint.timeout_s), "max_retries": int(endpoint.max_retries)}
 
 
 _clients: dict[tuple, LLMClient] = {}
@@ -118,7 +119,8 @@ def endpoint_from_snapshot(snapshot: Mapping[str, Any]) -> LLMEndpoint:
     return LLMEndpoint(name=snapshot.get("endpoint") or "snapshot", base_url=snapshot.get("base_url") or "",
                        model=snapshot["model"], api_key_env=snapshot.get("api_key_env") or "",
                        input_price_per_mtok=prices.get("input_per_mtok"),
-                       output_price_per_mtok=prices.get("output_per_mtok"))
+                       output_price_per_mtok=prices.get("output_per_mtok"),
+                       **{k: snapshot[k] for k in ("timeout_s", "max_retries") if snapshot.get(k) is not None})
 
 
 def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
@@ -127,12 +129,15 @@ def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
     # Checked again when the key is read: a snapshot or record from before the allowlist sends nothing else.
     api_key = os.environ.get(key_env) if key_env and spend.api_key_env_allowed(key_env) else None
     prices = snapshot.get("prices") or {}
-    cache_key = (snapshot.get("base_url"), api_key, snapshot["model"], repr(sorted(prices.items())))
+    # The endpoint's own timeout and retries (snapshots from before they existed get the client's defaults).
+    limits = {k: snapshot[k] for k in ("timeout_s", "max_retries") if snapshot.get(k) is not None}
+    cache_key = (snapshot.get("base_url"), api_key, snapshot["model"], repr(sorted(prices.items())),
+                 repr(sorted(limits.items())))
     with _clients_lock:
         client = _clients.get(cache_key)
         if client is None:
             settings = LLMSettings(base_url=snapshot.get("base_url"), api_key=api_key, model=snapshot["model"],
-                                   prices=PriceTable.from_dict(prices))
+                                   prices=PriceTable.from_dict(prices), **limits)
             client = _clients[cache_key] = LLMClient(settings)
         return client
 
@@ -409,8 +414,10 @@ def session_execute(*, session_id: int) -> None:
         tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", None),
                             profile=getattr(strategy.config, "observation_profile", "default"))
         # Every call passes the session's gate: the account's daily budget (agent/services/gates.py).
-        llm = gates.gated(llm_client_from_snapshot(session.config["llm"]), user=session.created_by,
-                          llm_snapshot=session.config["llm"])
+        deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
+        # The wall-clock limit cuts a call in flight too (its timeout and retries end at the deadline).
+        llm = gates.gated(llm_client_from_snapshot(session.config["llm"]).bounded(deadline),
+                          user=session.created_by, llm_snapshot=session.config["llm"])
         few_shot = _few_shot(session.config)
         ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
                              exemplars=_exemplars_for(few_shot, strategy), tool_description=few_shot.tool_description,
@@ -418,7 +425,6 @@ def session_execute(*, session_id: int) -> None:
                              question_key=session.config.get("question_key") or None,
                              tool_description_no_findpath=few_shot.tool_description_no_findpath)
         last_messages = list(previous[-1].messages) if previous else []
-        deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
 
         def on_turn(record: TurnRecord) -> None:
             nonlocal last_messages
@@ -436,7 +442,7 @@ def session_execute(*, session_id: int) -> None:
                                should_cancel=should_cancel)
         status = outcome.status.value
         error = outcome.error or ""
-        if status == AgentSession.Status.CANCELLED and time.monotonic() > deadline:
+        if status in (AgentSession.Status.CANCELLED, AgentSession.Status.LLM_ERROR) and time.monotonic() >= deadline:
             status, error = AgentSession.Status.FAILED, f"Stopped at the session time limit " \
                                                         f"({agent_settings.SESSION_MAX_SECONDS} s)."
         cost = outcome.totals.cost

@@ -107,7 +107,8 @@ def ask(
         completion = llm.complete(msgs, model=params.model, temperature=params.temperature, top_p=params.top_p,
                                   max_tokens=params.max_tokens)
     except LLMError as exc:
-        log.record(kind=kind, messages=msgs, error=str(exc), llm_attempts=exc.attempts)
+        log.record(kind=kind, messages=msgs, error=str(exc), llm_attempts=exc.attempts,
+                   llm_latency_ms=exc.latency_ms)  # what the failed attempts really took
         raise Stop(Status.LLM_ERROR, str(exc)) from exc
     text = completion.text.strip()
     values = dict(finish(text)) if finish is not None else {}

@@ -197,7 +197,8 @@ class InteractiveT2S(Strategy):
                                           top_p=cfg.top_p, max_tokens=cfg.max_tokens, stop=cfg.stop)
             except LLMError as exc:
                 turn = TurnRecord(index=next_index, kind=TurnKind.REACT, messages=tuple(messages),
-                                  error=str(exc), llm_attempts=exc.attempts, extra=_attempt_extra(attempt))
+                                  error=str(exc), llm_attempts=exc.attempts, llm_latency_ms=exc.latency_ms,
+                                  extra=_attempt_extra(attempt))
                 on_turn(turn)
                 turns.append(turn)
                 return self._stop(turns, [*case, turn], Status.LLM_ERROR, str(exc))

