@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent', '0010_session_queued_at'),
+        ('agent', '0011_import_job'),
     ]
 
     operations = [
