@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent', '0011_import_job'),
+        ('agent', '0012_ask_preference'),
     ]
 
     operations = [
