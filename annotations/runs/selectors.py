@@ -97,6 +97,7 @@ def cell_value_figures(*, run: Run) -> dict[str, Any]:
     question, case-insensitively. The EX rows use the broader reading.
     """
     flags = _value_flags(run.dataset_id, run.dataset.updated_at.isoformat())
+    table_1 = dataset_cell_values(dataset=run.dataset)
     groups: dict[str, list[int]] = {"with values": [], "without values": [], "values named in the question": [],
                                     "values not named": []}
     for index, ex, status in run.items.values_list("question__index", "ex", "eval_status"):
@@ -106,13 +107,20 @@ def cell_value_figures(*, run: Run) -> dict[str, Any]:
         groups["with values" if has else "without values"].append(bool(ex))
         if has:
             groups["values named in the question" if covered else "values not named"].append(bool(ex))
+    rows = [{"key": k, "questions": len(v), "scored": len(v), "correct": sum(v), "ex": _rate(sum(v), len(v))}
+            for k, v in groups.items()]
+    return {**table_1, "rows": rows}
+
+
+def dataset_cell_values(*, dataset) -> dict[str, Any]:
+    """Table 1 (CVR/CVCR) of a dataset in both readings: ``paper`` (the paper's definition, ``dataset_table_1``)
+    and ``cvr``/``cvcr`` (our broader reading, see ``cell_value_figures``). Shown on the dataset and run pages."""
+    flags = _value_flags(dataset.pk, dataset.updated_at.isoformat())
     questions = len(flags)
     with_values = sum(1 for has, _ in flags.values() if has)
     covered = sum(1 for has, cov in flags.values() if has and cov)
-    rows = [{"key": k, "questions": len(v), "scored": len(v), "correct": sum(v), "ex": _rate(sum(v), len(v))}
-            for k, v in groups.items()]
-    return {"cvr": _rate(with_values, questions), "cvcr": _rate(covered, with_values), "rows": rows,
-            "paper": dataset_table_1(dataset=run.dataset)}
+    return {"cvr": _rate(with_values, questions), "cvcr": _rate(covered, with_values),
+            "paper": dataset_table_1(dataset=dataset)}
 
 
 def dataset_run_table(*, dataset) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from agent.services.uploads import human_size
 from agent.textclean import csv_writer
 from agent.views.uploads import request_too_large
 from annotations import policies
+from annotations.labels import selectors as label_selectors
 from annotations.runs import selectors, services, uploads
 from annotations.runs.forms import CompareForm, DatasetUploadForm, PredictionImportForm, RunLaunchForm
 from annotations.runs.models import Run
@@ -82,6 +83,7 @@ def dataset_detail(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "annotations/runs/dataset_detail.html", {
         "dataset": dataset, "form": form, "launch": launch, "databases": databases.values(),
         "run_table": selectors.dataset_run_table(dataset=dataset),
+        "cell_values": selectors.dataset_cell_values(dataset=dataset),
         "can_upload": policies.can_upload_predictions(request.user),
         "can_launch": policies.can_launch_runs(request.user)})
 
@@ -134,6 +136,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     context = {"run": run, "summary": selectors.run_summary(run=run), "page": page, "filters": filters,
+               "corrected": label_selectors.run_ex_with_corrections(run=run)
+               if run.totals and not request.GET.get("poll") and label_selectors.corrections(run=run) else None,
                "awaiting_choice": services.run_awaits_missing_choice(run),
                "can_choose_missing": policies.can_upload_predictions(request.user),
                "query": query.urlencode(), "exemplars": selectors.run_exemplars(run=run),

@@ -114,3 +114,4 @@ def test_only_those_who_may_upload_predictions_choose(client, user, built_datase
     run.refresh_from_db()
     assert run.missing_predictions == "" and "Choosing needs the Operator role" in client.get(
         run.get_absolute_url()).content.decode()
+
