@@ -45,6 +45,10 @@ DEFAULTS: dict[str, Any] = {
     # turns of the current UTC day; 0: no limit. An account's UserBudget overrides either.
     "DAILY_TOKEN_BUDGET": 0,
     "DAILY_COST_BUDGET": 0.0,
+    # An endpoint's max_concurrency holds across workers (agent/services/llm_slots.py): a call's slot lease lasts
+    # LEASE_S and is renewed while the call runs; a call waits at most WAIT_S for a free slot.
+    "LLM_SLOT_LEASE_S": 30.0,
+    "LLM_SLOT_WAIT_S": 600.0,
     # Environment variables an endpoint may read its API key from (shell patterns).
     "API_KEY_ENV_ALLOWED": ["*_API_KEY"],
     # Roles (groups, agent/roles.py) every new account gets.

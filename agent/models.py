@@ -501,3 +501,23 @@ class AskPreference(models.Model):
 
     def __str__(self) -> str:
         return f"Ask preference of {self.user}"
+
+
+class LLMCallLease(models.Model):
+    """One LLM call in flight on an endpoint, when the app database holds the concurrency slots (embedded mode).
+
+    At most one row per (endpoint, slot), so at most ``max_concurrency`` calls hold a slot; a holder renews
+    ``expires_at`` while its call runs, and a row past it belongs to a process that died and is taken over.
+    """
+
+    endpoint = models.CharField(max_length=100)
+    slot = models.PositiveIntegerField()
+    token = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    acquired_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["endpoint", "slot"], name="unique_llm_call_slot")]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} slot {self.slot}"

@@ -240,6 +240,9 @@ T2S = {
     # Daily LLM budget per account (empty or 0: no limit); an account's own budget in the admin overrides it.
     "DAILY_TOKEN_BUDGET": int(os.environ.get("T2S_DAILY_TOKEN_BUDGET") or 0),
     "DAILY_COST_BUDGET": float(os.environ.get("T2S_DAILY_COST_BUDGET") or 0),
+    # An endpoint's max_concurrency across all workers: slot leases (renewed while a call runs) and the longest wait.
+    "LLM_SLOT_LEASE_S": float(os.environ.get("T2S_LLM_SLOT_LEASE_S", "30")),
+    "LLM_SLOT_WAIT_S": float(os.environ.get("T2S_LLM_SLOT_WAIT_S", "600")),
     "API_KEY_ENV_ALLOWED": [p.strip() for p in os.environ.get("T2S_API_KEY_ENV_ALLOWED", "*_API_KEY").split(",")
                             if p.strip()],
     # Roles (groups) every new account gets; see the README's roles table.

@@ -413,7 +413,7 @@ def session_execute(*, session_id: int) -> None:
         strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
         tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", None),
                             profile=getattr(strategy.config, "observation_profile", "default"))
-        # Every call passes the session's gate: the account's daily budget (agent/services/gates.py).
+        # Every call passes the session's gate: the daily budget, then an endpoint slot (agent/services/gates.py).
         deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
         # The wall-clock limit cuts a call in flight too (its timeout and retries end at the deadline).
         llm = gates.gated(llm_client_from_snapshot(session.config["llm"]).bounded(deadline),

@@ -80,6 +80,8 @@ class _State:
     model: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: list[RecordedRequest] = field(default_factory=list)
+    in_flight: int = 0  # chat requests being answered now
+    max_in_flight: int = 0  # the most ever answered at once
 
 
 def count_words(text: str) -> int:
@@ -127,6 +129,12 @@ class ReplayServer:
     def url(self) -> str:
         """The base URL an OpenAI client expects (ends in ``/v1``)."""
         return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most chat requests this server was answering at the same moment (give steps a ``latency_ms``)."""
+        with self._state.lock:
+            return self._state.max_in_flight
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -237,6 +245,23 @@ class _Handler(BaseHTTPRequestHandler):
         return {k.lower(): v for k, v in self.headers.items()}
 
     def _chat(self, path: str, body: dict[str, Any]) -> None:
+        with self.state.lock:
+            self.state.in_flight += 1
+            self.state.max_in_flight = max(self.state.max_in_flight, self.state.in_flight)
+        self._answering = True
+        try:
+            self._answer_chat(path, body)
+        finally:
+            self._done_answering()
+
+    def _done_answering(self) -> None:
+        # Counted out before the answer is written: once the client has it, its next call may come in at once.
+        if getattr(self, "_answering", False):
+            self._answering = False
+            with self.state.lock:
+                self.state.in_flight -= 1
+
+    def _answer_chat(self, path: str, body: dict[str, Any]) -> None:
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
         state = self.state
         with state.lock:
@@ -314,6 +339,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(payload).encode(), "application/json", headers)
 
     def _send(self, status: int, data: bytes, content_type: str, headers: Mapping[str, str] | None = None) -> None:
+        self._done_answering()
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
