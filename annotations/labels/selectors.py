@@ -50,18 +50,24 @@ def queue_items_unlabelled_by(*, queue: Queue, user) -> QuerySet[RunItem]:
 
 
 def queue_next_item(*, queue: Queue, user, after: RunItem | None = None) -> RunItem | None:
-    """The next question for ``user``: not labelled by them, and not already taken by as many people as allowed."""
-    now = timezone.now()
-    qs = (queue_items_unlabelled_by(queue=queue, user=user)
-          .annotate(others=Count("labels__annotator", filter=~Q(labels__annotator=user) & Q(labels__is_final=False),
-                                 distinct=True),
-                    held=Count("label_reservations", filter=Q(label_reservations__expires_at__gt=now)
-                               & ~Q(label_reservations__user=user), distinct=True)))
+    """The next question for ``user``: not labelled by them, and not already taken by as many people as allowed
+    (someone who labelled it and still holds it counts once)."""
+    qs = queue_items_unlabelled_by(queue=queue, user=user)
     if after is not None:
         qs = qs.filter(question__index__gt=after.question.index)
-    for item in qs:
-        if item.others + item.held < queue.max_annotators:
-            return item
+    candidates = list(qs.values_list("pk", flat=True))
+    if not candidates:
+        return None
+    taken: dict[int, set[int]] = defaultdict(set)
+    for item_id, annotator_id in (Label.objects.filter(item_id__in=candidates, is_final=False)
+                                  .exclude(annotator=user).values_list("item_id", "annotator_id")):
+        taken[item_id].add(annotator_id)
+    for item_id, holder_id in (Reservation.objects.filter(item_id__in=candidates, expires_at__gt=timezone.now())
+                               .exclude(user=user).values_list("item_id", "user_id")):
+        taken[item_id].add(holder_id)
+    for item_id in candidates:
+        if len(taken[item_id]) < queue.max_annotators:
+            return RunItem.objects.select_related("question").get(pk=item_id)
     return None
 
 

@@ -108,3 +108,13 @@ def test_viewers_see_labels_only_after_adjudication_adjudicators_always(annotato
     client.force_login(viewer)
     assert api_labels(client, tiny_run) == {("alice", "selected_column"), ("bob", "reasoning"), ("cora", "reasoning")}
     assert 'data-annotator="alice"' in client.get(reverse("labels:review", args=[target.pk])).content.decode()
+
+
+def test_the_second_annotator_gets_a_question_the_first_labelled_and_still_holds(annotators, tiny_run, queue):
+    alice, bob, carol = annotators
+    first = item(tiny_run, 1)
+    services.reservation_take(item=first, user=alice)
+    services.label_toggle(item=first, category=category("distinct"), user=alice)
+    assert selectors.queue_next_item(queue=queue, user=bob) == first  # alice counts once, not twice
+    services.reservation_take(item=first, user=bob)
+    assert selectors.queue_next_item(queue=queue, user=carol) == item(tiny_run, 2)  # two people on it: full
