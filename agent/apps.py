@@ -37,12 +37,16 @@ class AgentConfig(AppConfig):
 
     def ready(self) -> None:
         from django.conf import settings
+        from django.contrib.auth.signals import user_logged_in, user_login_failed
         from django.db.models.signals import pre_save
 
         from agent import tasks  # noqa: F401  registers the Celery tasks services enqueue by name
 
         from .hygiene import clean_before_save
+        from .services import login_throttle
 
         pre_save.connect(clean_before_save, dispatch_uid="t2s-text-hygiene")
         post_migrate.connect(_seed_roles, dispatch_uid="agent.seed_roles")
         post_save.connect(_default_roles, sender=settings.AUTH_USER_MODEL, dispatch_uid="agent.default_roles")
+        user_login_failed.connect(login_throttle.on_login_failed, dispatch_uid="agent.login_failed")
+        user_logged_in.connect(login_throttle.on_logged_in, dispatch_uid="agent.logged_in")

@@ -53,6 +53,14 @@ DEFAULTS: dict[str, Any] = {
     "API_KEY_ENV_ALLOWED": ["*_API_KEY"],
     # Roles (groups, agent/roles.py) every new account gets.
     "DEFAULT_ROLES": ["Viewer", "Asker"],
+    # Sign-in throttling (agent/services/login_throttle.py): this many wrong passwords within the window lock
+    # the account, or the address they come from, for LOGIN_LOCKOUT_S (0 switches a limit off).
+    "LOGIN_FAILURES_PER_ACCOUNT": 10,
+    "LOGIN_FAILURES_PER_ADDRESS": 30,
+    "LOGIN_FAILURE_WINDOW_S": 900,
+    "LOGIN_LOCKOUT_S": 900,
+    # Behind a reverse proxy: the META key of the header it sets with the client's address (e.g. HTTP_X_REAL_IP).
+    "CLIENT_ADDRESS_HEADER": "",
 }
 
 

@@ -1,10 +1,10 @@
 """The REST API, mounted at /api/. Each app contributes its routes to one router."""
 
 from django.urls import include, path
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from agent.api import AccountView, DatabaseViewSet, SessionViewSet
+from agent.auth import ThrottledObtainAuthToken
 from annotations.labels.api import LabelViewSet
 
 router = DefaultRouter()
@@ -13,7 +13,7 @@ router.register("sessions", SessionViewSet, basename="session")
 router.register("labels", LabelViewSet, basename="label")
 
 urlpatterns = [
-    path("token/", obtain_auth_token, name="api_token"),
+    path("token/", ThrottledObtainAuthToken.as_view(), name="api_token"),
     path("account/", AccountView.as_view(), name="api_account"),
     path("", include(router.urls)),
 ]

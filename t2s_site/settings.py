@@ -118,6 +118,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# The backend refuses a locked account or address (wrong passwords counted in agent/services/login_throttle.py).
+AUTHENTICATION_BACKENDS = ["agent.auth.ThrottledModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -145,6 +147,14 @@ CONTENT_SECURITY_POLICY = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 
+# --- cache: sign-in throttling and API rate limits count here, so every web process must share it ----------
+_CACHE_URL = os.environ.get("CACHE_URL", "")
+if _CACHE_URL.startswith(("redis://", "rediss://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(VAR_DIR / "cache"), "OPTIONS": {"MAX_ENTRIES": 20000}}}
+
 # --- i18n and static files --------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
@@ -170,6 +180,12 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
+    # Per signed-in user (per address when anonymous); rates are "N/second|minute|hour|day".
+    "DEFAULT_THROTTLE_CLASSES": ["agent.api_throttles.UserRateThrottle", "agent.api_throttles.AnonRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": os.environ.get("T2S_API_RATE_USER", "600/minute"),
+        "anon": os.environ.get("T2S_API_RATE_ANON", "60/minute"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "t2s-studio API",
@@ -247,6 +263,12 @@ T2S = {
                             if p.strip()],
     # Roles (groups) every new account gets; see the README's roles table.
     "DEFAULT_ROLES": [r.strip() for r in os.environ.get("T2S_DEFAULT_ROLES", "Viewer,Asker").split(",") if r.strip()],
+    # Sign-in throttling (README, "Production"): wrong passwords per account / per address before a lockout.
+    "LOGIN_FAILURES_PER_ACCOUNT": int(os.environ.get("T2S_LOGIN_FAILURES_PER_ACCOUNT", "10")),
+    "LOGIN_FAILURES_PER_ADDRESS": int(os.environ.get("T2S_LOGIN_FAILURES_PER_ADDRESS", "30")),
+    "LOGIN_FAILURE_WINDOW_S": float(os.environ.get("T2S_LOGIN_FAILURE_WINDOW_S", "900")),
+    "LOGIN_LOCKOUT_S": float(os.environ.get("T2S_LOGIN_LOCKOUT_S", "900")),
+    "CLIENT_ADDRESS_HEADER": os.environ.get("T2S_CLIENT_ADDRESS_HEADER", ""),
 }
 
 LOGGING = {

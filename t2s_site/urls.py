@@ -4,8 +4,14 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from agent.auth import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
+
+# The admin's own login page says so too when sign-in is locked.
+admin.site.login_form = ThrottledAdminAuthenticationForm
+
 urlpatterns = [
-    path("accounts/login/", login_not_required(auth_views.LoginView.as_view()), name="login"),
+    path("accounts/login/", login_not_required(
+        auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm)), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", include("t2s_site.api_urls")),

@@ -187,6 +187,15 @@ def isolated_index_dir(settings, tmp_path_factory):
                     "DATA_DIRS": [tmp_path_factory.mktemp("uploads")]}
 
 
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """Sign-in failures and API rate counters live in the cache: each test starts with none."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
 @pytest.fixture
 def replay_llm(settings):
     """Start a replay LLM server and point the app at it; call with a script, get the server."""
