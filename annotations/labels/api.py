@@ -29,9 +29,9 @@ class LabelSerializer(serializers.ModelSerializer):
         model = Label
         fields = ["id", "run", "item", "category", "category_key", "taxonomy", "taxonomy_version_number",
                   "annotator", "note", "corrected_sql", "corrected_ok", "corrected_row_count", "corrected_preview",
-                  "corrected_error", "is_final", "created_at", "updated_at"]
+                  "corrected_error", "is_final", "blind", "created_at", "updated_at"]
         read_only_fields = ["corrected_ok", "corrected_row_count", "corrected_preview", "corrected_error",
-                            "is_final", "created_at", "updated_at"]
+                            "is_final", "blind", "created_at", "updated_at"]
 
 
 class LabelCreateSerializer(serializers.Serializer):

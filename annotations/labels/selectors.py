@@ -429,7 +429,7 @@ def run_ex_with_corrections(*, run: Run) -> dict[str, Any]:
 
 
 EXPORT_FIELDS = ["run", "item", "question_index", "db_id", "question", "gold_sql", "predicted_sql", "ex",
-                 "taxonomy", "taxonomy_version", "category", "category_name", "group", "annotator", "is_final",
+                 "taxonomy", "taxonomy_version", "category", "category_name", "group", "annotator", "is_final", "blind",
                  "note", "corrected_sql", "corrected_ok", "corrected_row_count", "corrected_error",
                  "created_at", "updated_at"]
 
@@ -446,7 +446,7 @@ def export_rows(*, run: Run, user=None):
                "taxonomy": label.taxonomy_version.taxonomy.name, "taxonomy_version": label.taxonomy_version.number,
                "category": label.category.key, "category_name": label.category.name,
                "group": label.category.group, "annotator": label.annotator.get_username(),
-               "is_final": label.is_final, "note": label.note, "corrected_sql": label.corrected_sql,
+               "is_final": label.is_final, "blind": label.blind, "note": label.note, "corrected_sql": label.corrected_sql,
                "corrected_ok": label.corrected_ok, "corrected_row_count": label.corrected_row_count,
                "corrected_error": label.corrected_error, "created_at": label.created_at.isoformat(),
                "updated_at": label.updated_at.isoformat()}

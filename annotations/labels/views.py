@@ -99,12 +99,14 @@ def review(request: HttpRequest, item_id: int) -> HttpResponse:
         following = (selectors.run_failures(run=item.run).filter(question__index__gt=item.question.index)
                      .values_list("pk", flat=True).first())
         next_url = reverse("labels:review", args=[following]) if following else ""
+    names = {c.key: c.name for c in version.categories.all()} if version else {}
     mine = Label.objects.filter(item=item, annotator=request.user, is_final=False)
     note = next((lab.note for lab in mine if lab.note), "")
     corrected = next((lab for lab in mine.select_related("category") if lab.category.accepts_corrected_gold), None)
     context = {
         "item": item, "run": item.run, "queue": queue, "version": version, "results": results,
-        "diff_lines": diff_lines, "suggestions": suggested, "conflict": conflict, "next_url": next_url,
+        "diff_lines": diff_lines, "conflict": conflict, "next_url": next_url,
+        "suggestions": [{"key": s.key, "reason": s.reason, "name": names.get(s.key, s.key)} for s in suggested],
         "progress": selectors.queue_progress(queue=queue, user=request.user) if queue else None,
         "reservations": selectors.active_reservations(item=item).exclude(user=request.user),
         "turns": item.session.turns.order_by("index") if item.session_id else [],
@@ -158,6 +160,8 @@ def label_toggle(request: HttpRequest, item_id: int, category_id: int) -> HttpRe
     context = _buttons_context(item=item, user=request.user, version=category.version, suggested=suggested,
                                error=error)
     context["queue"] = _queue(request, item)
+    # The other annotators' panel changes with the first label (blind queues: it offers to show theirs).
+    context.update(_others_context(item=item, user=request.user, adjudicating=False), others_oob=True)
     template = "annotations/labels/partials/label_buttons.html"
     return _refused(request, template, context, status) if error else render(request, template, context)
 

@@ -118,3 +118,19 @@ def test_the_second_annotator_gets_a_question_the_first_labelled_and_still_holds
     assert selectors.queue_next_item(queue=queue, user=bob) == first  # alice counts once, not twice
     services.reservation_take(item=first, user=bob)
     assert selectors.queue_next_item(queue=queue, user=carol) == item(tiny_run, 2)  # two people on it: full
+
+
+def test_the_queue_form_offers_blind_checked_and_the_api_says_which_labels_are_blind(annotators, tiny_run, curator,
+                                                                                    client):
+    client.force_login(curator)
+    form = client.get(reverse("labels:queue_list")).content.decode()
+    assert 'name="blind"' in form and "Blind double annotation" in form
+    assert "checked" in form.split('name="blind"')[1][:40]  # on by default
+    client.post(reverse("labels:queue_list"), {
+        "name": "open double", "run": tiny_run.pk, "taxonomy_version": selectors.default_taxonomy_version().pk,
+        "max_annotators": 2, "difficulty": "", "db_id": "", "join_count": ""})  # checkbox left unticked
+    assert not tiny_run.label_queues.get(name="open double").is_blind
+    services.label_toggle(item=item(tiny_run, 1), category=category("distinct"), user=annotators[0])
+    client.force_login(annotators[0])
+    [label] = client.get(f"/api/labels/?run={tiny_run.pk}").json()["results"]
+    assert label["blind"] is True

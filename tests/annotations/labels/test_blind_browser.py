@@ -55,8 +55,7 @@ def test_blind_double_annotation_then_adjudication(browser, live_server, tiny_ru
     bob.locator("h2").click()
     bob.keyboard.press("4")  # Distinct
     pressed(bob, "distinct").wait_for()
-    # Having labelled it, Bob may ask to see the others' labels.
-    bob.reload()
+    # Having labelled it, Bob may ask to see the others' labels (offered at once, without reloading).
     bob.click("#reveal-others")
     bob.wait_for_selector('#others [data-annotator="alice"]')
     assert "Selected Column" in bob.inner_text("#others")
