@@ -62,6 +62,9 @@ class ColumnStats:
     samples: tuple[str, ...] = ()
     values: tuple[tuple[str, int], ...] = ()
     sampled_rows: int | None = None  # set when computed on a prefix of a large table
+    # Every distinct value of a text column with at most 50 of them, none a sentence (more than 8 spaces):
+    # the columns the paper authors' SearchColumn lists in full ("categorical field"). Sorted.
+    listing: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.kind == "empty":
@@ -85,6 +88,7 @@ class ColumnStats:
             samples=tuple(d.get("samples", ())),
             values=tuple((v, n) for v, n in d.get("values", ())),
             sampled_rows=d.get("sampled_rows"),
+            listing=tuple(d.get("listing", ())),
         )
 
 

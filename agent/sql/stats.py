@@ -8,11 +8,16 @@ free text a few sampled values cut to 100 characters.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .base import ColumnStats, SQLError
 
 ENUM_MAX_DISTINCT = 12
+# The paper authors' rule for listing a text column in full: at most 50 distinct values, none with more
+# than 8 spaces (a sentence makes it free text). Their preprocess/spider_step1_cols_info.py.
+LISTING_MAX_DISTINCT = 50
+LISTING_MAX_SPACES = 8
 SAMPLE_VALUES = 5
 SAMPLE_CHARS = 100
 STATS_ROW_CAP = 200_000  # larger tables are summarised from their first rows
@@ -60,11 +65,23 @@ def column_stats(
         return ColumnStats(kind="empty", distinct_count=0, null_count=nulls, sampled_rows=sampled)
     kind = type_kind(declared_type)
     try:
-        return _detail(run, col, source, kind, distinct, nulls, non_null, sampled)
+        stats = _detail(run, col, source, kind, distinct, nulls, non_null, sampled)
+        if kind == "text" and distinct <= LISTING_MAX_DISTINCT:
+            stats = replace(stats, listing=_listing(run, col, source))
+        return stats
     except SQLError:
         # e.g. a cell past the connector's value size limit: keep the counts, skip the samples
         return ColumnStats(kind=kind if kind != "enum" else "text", distinct_count=distinct, null_count=nulls,
                            sampled_rows=sampled)
+
+
+def _listing(run: Runner, col: str, source: str) -> tuple[str, ...]:
+    rows = run(f"SELECT DISTINCT {col} FROM {source} WHERE {col} IS NOT NULL ORDER BY {col} "
+               f"LIMIT {LISTING_MAX_DISTINCT + 1}")
+    values = [v if isinstance(v, str) else str(v) for (v,) in rows]
+    if len(values) > LISTING_MAX_DISTINCT or any(v.strip().count(" ") > LISTING_MAX_SPACES for v in values):
+        return ()
+    return tuple(cut(v) for v in values)
 
 
 def _detail(run: Runner, col: str, source: str, kind: str, distinct: int, nulls: int, non_null: int,

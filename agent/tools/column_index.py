@@ -1,4 +1,4 @@
-"""The column index behind SearchColumn: one document per column, ranked by BM25 or embeddings.
+"""The column index behind SearchColumn: one document per column, ranked by embeddings, BM25 or both.
 
 A column's document is the paper's template, "a column named {col} in table
 {table} about {description}", with identifiers split into words. BM25 needs
@@ -24,9 +24,13 @@ import numpy as np
 from agent.sql import SchemaInfo
 
 from .embeddings import BackendUnavailable, Embedder, make_embedder
+from .paper_profile import authors_statistics
 from .text import split_name, stem, stemmed_tokens, tokens
 
 COLUMNS_FILE = "columns.json"
+# hybrid: MiniLM (numpy) fused with BM25 (BENCHMARKS.md, "SearchColumn": best recall on Spider dev).
+DEFAULT_COLUMN_BACKEND = "hybrid"
+RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009)
 VECTORS_FILE = "column_vectors.npy"
 log = logging.getLogger(__name__)
 
@@ -39,6 +43,7 @@ class ColumnDoc:
     description: str  # given by the caller (e.g. BIRD CSVs), else ""
     statistics: str  # ColumnStats.describe(), else ""
     primary_key: bool = False
+    paper_statistics: str | None = None  # the authors' wording (paper profile); None in older indexes
 
     @property
     def text(self) -> str:
@@ -56,7 +61,8 @@ def column_documents(schema: SchemaInfo, descriptions: Mapping[tuple[str, str], 
                 table=table.name, column=col.name, type=col.type or "",
                 description=" ".join(desc.get((table.name.lower(), col.name.lower()), "").split()),
                 statistics=col.stats.describe() if col.stats else "",
-                primary_key=col.primary_key))
+                primary_key=col.primary_key,
+                paper_statistics=authors_statistics(col.type or "", col.stats)))
     return docs
 
 
@@ -105,7 +111,7 @@ def bm25_tokens(doc: ColumnDoc) -> list[str]:
 
 
 class ColumnIndex:
-    def __init__(self, directory: Path, backend: str = "bm25", options: Mapping[str, Any] | None = None, *,
+    def __init__(self, directory: Path, backend: str = DEFAULT_COLUMN_BACKEND, options: Mapping[str, Any] | None = None, *,
                  case_sensitive: bool = False) -> None:
         self.case_sensitive = case_sensitive  # identifiers fold case (PostgreSQL): quote capitals
         data = json.loads((directory / COLUMNS_FILE).read_text(encoding="utf-8"))
@@ -127,7 +133,12 @@ class ColumnIndex:
         return self.search_many([phrase], k)[0]
 
     def search_many(self, phrases: list[str], k: int = 5) -> list[list[tuple[ColumnDoc, float]]]:
-        """Top-k columns per phrase; an embedding backend embeds all phrases in one call."""
+        """Top-k columns per phrase; an embedding backend embeds all phrases in one call.
+
+        Embedding backends always return k columns (every column has a similarity); ``hybrid`` fuses
+        the embedding ranking with BM25's by reciprocal rank (1/(60 + rank) from each list), so a
+        column named by the phrase's words rises while a paraphrase still finds its column.
+        """
         if not self.docs:
             return [[] for _ in phrases]
         if self.embedder is not None and self.vectors is not None and phrases:
@@ -137,8 +148,11 @@ class ColumnIndex:
                 log.warning("SearchColumn falls back to BM25 for this query: %s", exc)
             else:
                 out = []
-                for query in queries:
+                for phrase, query in zip(phrases, queries, strict=True):
                     sims = self.vectors @ query
+                    if self.backend == "hybrid":
+                        out.append(self._fused(phrase, sims, k))
+                        continue
                     order = sorted(range(len(self.docs)), key=lambda i: (-float(sims[i]), self._key(i)))
                     out.append([(self.docs[i], float(sims[i])) for i in order[:k]])
                 return out
@@ -148,6 +162,15 @@ class ColumnIndex:
             order = sorted(scores, key=lambda i: (-scores[i], self._key(i)))
             out.append([(self.docs[i], scores[i]) for i in order[:k]])
         return out
+
+    def _fused(self, phrase: str, sims: np.ndarray, k: int) -> list[tuple[ColumnDoc, float]]:
+        dense = sorted(range(len(self.docs)), key=lambda i: (-float(sims[i]), self._key(i)))
+        fused = {i: 1.0 / (RRF_K + rank) for rank, i in enumerate(dense, 1)}
+        lexical = self.bm25.scores(stemmed_tokens(phrase))
+        for rank, i in enumerate(sorted(lexical, key=lambda i: (-lexical[i], self._key(i))), 1):
+            fused[i] += 1.0 / (RRF_K + rank)
+        order = sorted(fused, key=lambda i: (-fused[i], -float(sims[i]), self._key(i)))
+        return [(self.docs[i], fused[i]) for i in order[:k]]
 
     def _key(self, i: int) -> tuple[str, str]:
         return self.docs[i].table.lower(), self.docs[i].column.lower()

@@ -8,8 +8,13 @@ observations look like the exemplars' (our own code, written from the format of 
 - SearchValue: ``[{'contents': ..., 'table': ..., 'column': ...}, ...]`` for one value, a dict of such lists
   keyed by value for several.
 - SearchColumn: per-column records ``{'column', 'format', 'table'[, 'column_description'], 'statistics'}``,
-  a list for one phrase, a dict keyed by phrase for several. The statistics text is ours (their wording
-  differs: "categorical field. [...]", "text filed. e.g. ..."): a known difference.
+  a list for one phrase, a dict keyed by phrase for several; the statistics in their wording (their
+  preprocess/spider_step1_cols_info.py and tool/spider_search.py), by declared type: text columns with at
+  most 50 distinct values and no sentence are ``categorical field. [every value]`` (cut at 400
+  characters), other text ``text filed. e.g. v1, v2 ...`` (their spelling), integers ``min: a, max: b.
+  distinct count: n``, reals and dates ``min: a, max: b``, booleans ``distinct count: {value: count}``,
+  an empty column ``empty column.``; other statistics cut at 200 characters. Differences: the values
+  are listed sorted (theirs: in the order rows were read), and a text example is five sampled values.
 - FindShortestPath: ``[(start, end, path), ...]`` with the path in ``A.x <-> A.k = B.k <-> B.y`` form and the
   key labels right (their release swapped them).
 
@@ -20,10 +25,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.sql import ColumnStats
+
 from .spec import ToolOutput
 
 PAPER_PROFILE = "paper"
 MAX_EXECUTE_CHARS = 200
+MAX_CATEGORICAL_CHARS = 400
+MAX_STATISTICS_CHARS = 200
 
 
 def execute_sql(output: ToolOutput) -> str:
@@ -50,6 +59,47 @@ def search_value(output: ToolOutput) -> str:
                    for value, cells in output.data.cells])
 
 
+def _omit(text: str, limit: int) -> str:
+    return text[:limit] + f"...(Omit {len(text) - limit} chars)" if len(text) > limit else text
+
+
+def _range(stats: ColumnStats) -> tuple[str, str] | None:
+    if stats.min is not None and stats.max is not None:
+        return stats.min, stats.max
+    if not stats.values:
+        return None
+    try:  # a low-cardinality number column keeps its values, not a range: every value is there
+        ordered = sorted(stats.values, key=lambda vn: float(vn[0]))
+    except ValueError:
+        ordered = sorted(stats.values)
+    return ordered[0][0], ordered[-1][0]
+
+
+def authors_statistics(declared_type: str, stats: ColumnStats | None) -> str:
+    """SearchColumn's statistics text as the paper authors' tools wrote it ("" where they wrote none)."""
+    if stats is None:
+        return ""
+    if stats.kind == "empty":
+        return "empty column."
+    t = (declared_type or "").upper()
+    if t == "TEXT" or "CHAR" in t or "VAR" in t:
+        if stats.listing:
+            return _omit(f"categorical field. {list(stats.listing)}", MAX_CATEGORICAL_CHARS)
+        examples = stats.samples or tuple(v for v, _ in stats.values)
+        return _omit("text filed. e.g. " + ", ".join(examples)[:100] + " ...", MAX_STATISTICS_CHARS)
+    bounds = _range(stats)
+    if any(x in t for x in ("INTEGER", "INT", "ID")):
+        if bounds is None:
+            return "dirty data, column value is none."
+        return _omit(f"min: {bounds[0]}, max: {bounds[1]}. distinct count: {stats.distinct_count}",
+                     MAX_STATISTICS_CHARS)
+    if any(x in t for x in ("REAL", "NUMERIC", "DECIMAL", "NUMBER", "DOUBLE", "FLOAT", "DATE", "TIME", "YEAR")):
+        return _omit(f"min: {bounds[0]}, max: {bounds[1]}", MAX_STATISTICS_CHARS) if bounds else ""
+    if "BOOL" in t:
+        return _omit(f"distinct count: {dict(stats.values)}", MAX_STATISTICS_CHARS) if stats.values else ""
+    return ""
+
+
 def search_column(output: ToolOutput) -> str:
     found = output.data
     items = []
@@ -61,8 +111,10 @@ def search_column(output: ToolOutput) -> str:
             record: dict[str, str] = {"column": doc.column, "format": doc.type or "ANY", "table": doc.table}
             if doc.description:
                 record["column_description"] = doc.description
-            if doc.statistics:
-                record["statistics"] = doc.statistics
+            # Indexes built before the authors' wording was stored keep our text.
+            statistics = doc.paper_statistics if doc.paper_statistics is not None else doc.statistics
+            if statistics:
+                record["statistics"] = statistics
             records.append(record)
         items.append((phrase, records))
     return _keyed(items) if items else "[]"
