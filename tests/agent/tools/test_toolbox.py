@@ -95,7 +95,7 @@ def test_manifest_records_build_and_round_trips(connector: Connector, index_dir:
     assert manifest.fingerprint == connector.fingerprint()
     assert manifest.counts["tables"] == 7 and manifest.counts["foreign_keys"] == 3
     assert manifest.counts["cells"] > 40
-    assert set(manifest.sizes) == {"schema", "columns", "graph", "values"}
+    assert set(manifest.sizes) == {"schema", "columns", "column_vectors", "graph", "values"}  # hybrid default
     assert all(size > 0 for size in manifest.sizes.values())
     assert manifest.build_seconds["total"] >= manifest.build_seconds["values"]
     assert not is_stale(manifest, connector)
