@@ -127,8 +127,24 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
-SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+# Production profile: one switch, T2S_PRODUCTION=1, for a site served over HTTPS (README, "Security and
+# production"); `manage.py check --deploy` is clean with it (tests/t2s_site/test_production_profile.py).
+PRODUCTION = env_bool("T2S_PRODUCTION", False)
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", PRODUCTION)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = env_bool("T2S_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = int(os.environ.get("T2S_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("T2S_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("T2S_HSTS_PRELOAD", True)
+    SECURE_REFERRER_POLICY = "same-origin"
+    SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+    SESSION_COOKIE_SAMESITE = "Lax"
+    CSRF_COOKIE_SAMESITE = "Lax"
+    if env_bool("T2S_BEHIND_TLS_PROXY", False):
+        # The proxy terminates TLS and says so in this header; without it every request looks like plain HTTP
+        # and SSL redirect would loop. Set only when the proxy always sets (or strips) the header.
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # Scripts only from our origin, never inline (templates load static/js/*.js); style attributes stay allowed, <style>
 # elements do not (htmx's indicator style is off by a meta tag and shipped in studio.css). Pico's icons are data: SVGs.
 CONTENT_SECURITY_POLICY = {

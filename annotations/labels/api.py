@@ -65,6 +65,8 @@ class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
                       "partial_update": policies.can_label}
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user, maybe no tables yet
+            return Label.objects.none()
         # Blind queues: other annotators' labels stay hidden here exactly as on the pages.
         qs = (policies.hide_blind_labels(self.request.user, policies.visible_labels(self.request.user))
               .select_related("item", "category", "annotator", "taxonomy_version__taxonomy")
