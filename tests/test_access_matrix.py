@@ -124,6 +124,8 @@ EXPECTATIONS: dict[str, Rule] = {
     "runs:dataset_detail": Rule({"GET": ALL, "POST": only(OPERATOR)}, kwargs=lambda w: {"name": w.dataset.name},
                                 scoped=True),
     "runs:run_launch": Rule({"POST": only(OPERATOR)}, kwargs=lambda w: {"name": w.dataset.name}, scoped=True),
+    "runs:run_estimate": Rule({"GET": only(OPERATOR)}, kwargs=lambda w: {"name": w.dataset.name}, scoped=True,
+                              query="launch-sample=first&launch-limit=2"),
     "runs:run_list": Rule({"GET": ALL}),
     "runs:run_compare": Rule({"GET": ALL}),
     "runs:run_detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.run.pk}, scoped=True),

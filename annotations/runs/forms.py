@@ -4,6 +4,7 @@ from agent.forms import MultipleFileField, strategy_choices
 from annotations.exemplars.selectors import published_versions
 from annotations.runs.models import Dataset, Run
 from annotations.runs.pools import POOL_HELP
+from annotations.runs.sampling import SAMPLE_MODES, new_seed
 
 MAX_PREDICTION_BYTES = 20 * 1024 * 1024
 
@@ -69,7 +70,14 @@ class RunLaunchForm(forms.Form):
         required=False, label="Paper replica",
         help_text="Interactive-T2S as the paper's authors ran it: their exemplars, observation formats, SQL "
                   "rules and case retry (README, Fidelity to the paper).")
-    limit = forms.IntegerField(min_value=1, required=False, help_text="Only the first N questions (a sample).")
+    sample = forms.ChoiceField(
+        choices=list(SAMPLE_MODES.items()), initial="random", widget=forms.RadioSelect, label="Questions",
+        help_text="A random sample is drawn with the seed below, stored on the run: the same seed gives the same "
+                  "questions again.")
+    limit = forms.IntegerField(min_value=1, required=False, label="Sample size N",
+                               help_text="How many questions a random or first-N sample takes.")
+    seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, required=False, label="Seed",
+                              help_text="For a random sample; a new one is drawn when empty.")
     db_ids = forms.CharField(required=False, label="Databases",
                              help_text="Comma-separated db_ids to restrict to; empty: all.")
     max_concurrency = forms.IntegerField(min_value=1, max_value=64, required=False,
@@ -83,6 +91,18 @@ class RunLaunchForm(forms.Form):
         self.fields["strategy"].choices = strategy_choices()
         self.fields["exemplar_set_version"].queryset = published_versions()
         self.fields["exemplar_set_version"].label_from_instance = lambda v: f"{v.exemplar_set.name} v{v.number}"
+        if not self.is_bound:
+            self.initial.setdefault("seed", new_seed())  # shown, so the estimate and the run use the same sample
 
     def clean_db_ids(self) -> list[str]:
         return [d.strip() for d in self.cleaned_data["db_ids"].split(",") if d.strip()]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("sample") in ("random", "first") and not data.get("limit"):
+            self.add_error("limit", "Give the sample size N, or choose every question.")
+        if data.get("sample") == "all":
+            data["limit"] = data["seed"] = None
+        elif data.get("sample") == "random" and data.get("seed") is None:
+            data["seed"] = new_seed()
+        return data

@@ -45,6 +45,7 @@ from annotations.models import ExemplarSetVersion
 from annotations.runs.models import NO_PREDICTION, Dataset, DatasetQuestion, MissingPredictions, Run, RunItem
 from annotations.runs.patches import patches_for
 from annotations.runs.pools import pool_from_spec, question_key
+from annotations.runs.sampling import new_seed, sample_questions
 
 logger = logging.getLogger(__name__)
 DISPATCH_TASK = "annotations.tasks.dispatch_run"
@@ -406,11 +407,14 @@ def _aggregate_dict(agg) -> dict[str, Any]:
             "soft_f1": agg.soft_f1, "status_counts": dict(agg.status_counts)}
 
 
-def questions_for(dataset: Dataset, *, db_ids: Sequence[str] = (), limit: int | None = None):
-    qs = dataset.questions.all()
-    if db_ids:
-        qs = qs.filter(db_id__in=db_ids)
-    return qs[:limit] if limit else qs
+def questions_for(dataset: Dataset, *, db_ids: Sequence[str] = (), limit: int | None = None, sample: str = "first",
+                  seed: int | None = None) -> list[DatasetQuestion]:
+    """The questions a run covers (``annotations.runs.sampling``): all, the first ``limit``, or a seeded random
+    ``limit`` of them."""
+    try:
+        return sample_questions(dataset.questions.all(), db_ids=db_ids, limit=limit, mode=sample, seed=seed)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 # --- runs of our own strategies -------------------------------------------------------------
@@ -424,13 +428,17 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
                      options: dict | None = None, exemplar_set_version=None, zero_shot: bool = False,
                      paper_replica: bool = False, user=None,
                      db_ids: Sequence[str] = (), limit: int | None = None, max_concurrency: int | None = None,
-                     spend_cap: float | None = None, pool: str | None = None) -> Run:
+                     spend_cap: float | None = None, pool: str | None = None, sample: str = "first",
+                     seed: int | None = None) -> Run:
     """A run of one of our strategies over (a sample of) a dataset: one agent session per question.
 
     ``pool`` (see ``annotations.runs.pools``) is the example pool of retrieving strategies; it is resolved
     and stored once, recorded in the run's snapshot, and each session leaves its own question out.
     Without a chosen exemplar set the Interactive-T2S agent gets the paper's set for the dataset (Spider;
     BIRD with or without evidence as ``options["use_evidence"]`` says), unless ``zero_shot``.
+
+    ``sample``: with a ``limit``, ``"first"`` N questions or a ``"random"`` N drawn with ``seed`` (one is drawn
+    and stored when none is given), so the same sample can be run again.
 
     Sessions are started by ``run_dispatch`` a few at a time (the endpoint's concurrency limit), so a
     1000-question run does not flood the LLM; a spend cap stops starting new ones once reached.
@@ -450,7 +458,9 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
         create_strategy(strategy, spend.bounded_options(options or {}, endpoint=endpoint, defaults=defaults))
     except (TypeError, ValueError) as exc:
         raise ValidationError({"options": [str(exc)]}) from None
-    questions = list(questions_for(dataset, db_ids=db_ids, limit=limit))
+    if sample == "random" and limit and seed is None:
+        seed = new_seed()
+    questions = questions_for(dataset, db_ids=db_ids, limit=limit, sample=sample, seed=seed)
     if not questions:
         raise ValidationError("No question matches this selection.")
     pool_snapshot = None
@@ -474,7 +484,9 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
                     "exemplar_set_version": exemplar_set_version.pk if exemplar_set_version else None,
                     "exemplars_choice": choice, "preset": "paper-replica" if paper_replica else None,
                     "max_concurrency": concurrency, "spend_cap": spend_cap, "example_pool": pool_snapshot,
-                    "sample": {"db_ids": list(db_ids), "limit": limit}})
+                    "sample": {"db_ids": list(db_ids), "limit": limit,
+                               "mode": sample if limit and sample != "all" else "all",
+                               "seed": seed if limit and sample == "random" else None}})
         RunItem.objects.bulk_create([
             RunItem(run=run, question=q, prediction_note="" if q.database_id else "database not available here")
             for q in questions])

@@ -8,6 +8,7 @@ urlpatterns = [
     path("datasets/", views.dataset_list, name="dataset_list"),
     path("datasets/<str:name>/", views.dataset_detail, name="dataset_detail"),
     path("datasets/<str:name>/run/", views.run_launch, name="run_launch"),
+    path("datasets/<str:name>/estimate/", views.run_estimate, name="run_estimate"),
     path("runs/", views.run_list, name="run_list"),
     path("runs/compare/", views.run_compare, name="run_compare"),
     path("runs/<int:pk>/", views.run_detail, name="run_detail"),

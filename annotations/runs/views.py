@@ -10,12 +10,13 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from agent.conf import agent_settings
+from agent.services import sessions as session_services
 from agent.services.uploads import human_size
 from agent.textclean import csv_writer
 from agent.views.uploads import request_too_large
 from annotations import policies
 from annotations.labels import selectors as label_selectors
-from annotations.runs import selectors, services, uploads
+from annotations.runs import estimates, selectors, services, uploads
 from annotations.runs.forms import CompareForm, DatasetUploadForm, PredictionImportForm, RunLaunchForm
 from annotations.runs.models import Run
 
@@ -100,6 +101,7 @@ def run_launch(request: HttpRequest, name: str) -> HttpResponse:
                 dataset=dataset, name=data["name"], strategy=data["strategy"], user=request.user,
                 exemplar_set_version=data["exemplar_set_version"], zero_shot=data["zero_shot"],
                 paper_replica=data["paper_replica"], db_ids=data["db_ids"], limit=data["limit"],
+                sample=data["sample"], seed=data["seed"],
                 max_concurrency=data["max_concurrency"], spend_cap=data["spend_cap"], pool=data["pool"] or None)
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
@@ -108,6 +110,25 @@ def run_launch(request: HttpRequest, name: str) -> HttpResponse:
     else:
         messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
     return redirect(dataset)
+
+
+def run_estimate(request: HttpRequest, name: str) -> HttpResponse:
+    """The launch form's estimate (htmx, on every change): questions, prompt tokens and cost; nothing is stored."""
+    dataset = policies.access_dataset(request.user, name)
+    policies.check_can_launch_run(request.user, dataset)
+    form = RunLaunchForm(request.GET, prefix="launch")
+    form.is_valid()  # an incomplete form (no name yet) still has the choices the estimate needs
+    data = form.cleaned_data
+    estimate = None
+    if "limit" not in form.errors and "sample" in data:
+        estimate = estimates.run_estimate(
+            dataset=dataset, strategy=data.get("strategy") or "interactive_t2s",
+            endpoint=session_services.default_llm_endpoint(),
+            exemplar_set_version=data.get("exemplar_set_version"), zero_shot=data.get("zero_shot", False),
+            paper_replica=data.get("paper_replica", False), db_ids=data.get("db_ids") or [],
+            limit=data.get("limit"), sample=data["sample"], seed=data.get("seed"))
+    return render(request, "annotations/runs/partials/run_estimate.html",
+                  {"estimate": estimate, "errors": form.errors.get("limit")})
 
 
 @require_POST

@@ -16,7 +16,10 @@ class Command(BaseCommand):
         parser.add_argument("--dataset", required=True)
         parser.add_argument("--strategy", default="interactive_t2s")
         parser.add_argument("--name")
-        parser.add_argument("--limit", type=int, help="Only the first N questions.")
+        parser.add_argument("--limit", type=int, help="Only N questions: the first N, or a random N with --sample random.")
+        parser.add_argument("--sample", choices=["first", "random"], default="first",
+                            help="With --limit: the first N questions (default) or a random N drawn with --seed.")
+        parser.add_argument("--seed", type=int, help="Seed of a random sample (drawn and stored when omitted).")
         parser.add_argument("--db", action="append", default=[], help="Restrict to a db_id (repeatable).")
         parser.add_argument("--exemplars", metavar="SET[:N]",
                             help="Exemplar set (default for interactive_t2s: the paper's set for the dataset).")
@@ -50,11 +53,13 @@ class Command(BaseCommand):
                 run = services.run_create_agent(
                     dataset=dataset, name=o["name"] or f"{o['strategy']} on {dataset.name}", strategy=o["strategy"],
                     exemplar_set_version=version, zero_shot=o["zero_shot"], paper_replica=o["paper_replica"],
-                    db_ids=o["db"], limit=o["limit"],
+                    db_ids=o["db"], limit=o["limit"], sample=o["sample"], seed=o["seed"],
                     max_concurrency=o["concurrency"], spend_cap=o["spend_cap"], pool=o["pool"])
             except ValidationError as exc:
                 raise CommandError(" ".join(exc.messages)) from None
-        self.stdout.write(f"Run #{run.pk} started: {run.items.count()} questions.")
+        seed = (run.config.get("sample") or {}).get("seed")
+        self.stdout.write(f"Run #{run.pk} started: {run.items.count()} questions"
+                          + (f" (random sample, seed {seed})." if seed is not None else "."))
         if not o["wait"]:
             return
         while True:

@@ -40,8 +40,8 @@ def built_dataset(db, tmp_path, make_sqlite):
         lines = [json.dumps({"question": f"How many items cost more than {k}?", "database": db_id,
                              "sql": f"SELECT count(*) FROM item WHERE price > {k}"}) for k in range(n)]
         (folder / "questions.jsonl").write_text("\n".join(lines) + "\n")
-        dataset = services.dataset_import(kind="jsonl", path=folder / "questions.jsonl", name=name,
-                                          build_indexes=False)
+        # Introspected and indexed now (a 20-row table): estimates and sessions need the schema.
+        dataset = services.dataset_import(kind="jsonl", path=folder / "questions.jsonl", name=name)
         for database_id in set(dataset.questions.exclude(database=None).values_list("database_id", flat=True)):
             DatabaseGrant.objects.get_or_create(database_id=database_id, group=testers_group())
         return dataset

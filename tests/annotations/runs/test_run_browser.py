@@ -23,6 +23,7 @@ def test_launch_a_small_run_in_the_browser_and_watch_it_finish(page, live_server
         log_in(page, live_server, "sam", "pw-sam-123")
         page.goto(f"{live_server.url}/datasets/spider-dev/")
         page.fill("input[name=launch-name]", "two questions")
+        page.check("input[name=launch-sample][value=first]")  # the first two, as scripted (random is the default)
         page.fill("input[name=launch-limit]", "2")
         page.fill("input[name=launch-db_ids]", "concert_singer")
         page.click("button:has-text('Start the run')")
