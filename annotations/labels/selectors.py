@@ -374,20 +374,21 @@ def runs_distribution(*, runs: QuerySet[Run], user=None) -> dict[str, Any]:
 # --- corrected gold ----------------------------------------------------------------
 
 
-def corrections(*, run: Run) -> dict[int, Label]:
-    """One usable corrected gold per item: a final label's if any, else the latest."""
+def corrections(*, run: Run, user=None) -> dict[int, Label]:
+    """One usable corrected gold per item: a final label's if any, else the latest (of the labels ``user`` may
+    see: a blind queue hides the others' corrections too)."""
     out: dict[int, Label] = {}
-    qs = (Label.objects.for_run(run).filter(corrected_ok=True).exclude(corrected_sql="")
+    qs = (run_labels(run=run, user=user).filter(corrected_ok=True).exclude(corrected_sql="")
           .select_related("item__question__database").order_by("is_final", "updated_at"))
     for label in qs:
         out[label.item_id] = label  # later rows (final, then newest) win
     return out
 
 
-def run_ex_with_corrections(*, run: Run) -> dict[str, Any]:
+def run_ex_with_corrections(*, run: Run, user=None) -> dict[str, Any]:
     """EX with corrected golds: each corrected item is re-judged against its corrected gold query,
     using the dataset's semantics (Spider test-suite or BIRD); the others keep their decision."""
-    fixed = corrections(run=run)
+    fixed = corrections(run=run, user=user)
     scored = list(run.items.filter(ex__isnull=False).values_list("id", "ex"))
     changes = []
     decisions = dict(scored)

@@ -365,7 +365,7 @@ def dashboard(request: HttpRequest, pk: int) -> HttpResponse:
             row["url"] = _chart_link(run, name, row["key"])
     return render(request, "annotations/labels/dashboard.html", {
         "run": run, **data, "acceptance": selectors.suggestion_acceptance(run=run),
-        "corrected": selectors.run_ex_with_corrections(run=run),
+        "corrected": selectors.run_ex_with_corrections(run=run, user=request.user),
         "chart_json": {name: {"labels": [r["label"] for r in c["rows"]], "values": [r["value"] for r in c["rows"]],
                               "urls": [r["url"] for r in c["rows"]], "unit": c["unit"]}
                        for name, c in data["charts"].items()}})

@@ -157,8 +157,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     context = {"run": run, "summary": selectors.run_summary(run=run), "page": page, "filters": filters,
-               "corrected": label_selectors.run_ex_with_corrections(run=run)
-               if run.totals and not request.GET.get("poll") and label_selectors.corrections(run=run) else None,
+               "corrected": label_selectors.run_ex_with_corrections(run=run, user=request.user)
+               if run.totals and not request.GET.get("poll")
+               and label_selectors.corrections(run=run, user=request.user) else None,
                "awaiting_choice": services.run_awaits_missing_choice(run),
                "can_choose_missing": policies.can_upload_predictions(request.user),
                "query": query.urlencode(), "exemplars": selectors.run_exemplars(run=run),

@@ -134,3 +134,16 @@ def test_the_queue_form_offers_blind_checked_and_the_api_says_which_labels_are_b
     client.force_login(annotators[0])
     [label] = client.get(f"/api/labels/?run={tiny_run.pk}").json()["results"]
     assert label["blind"] is True
+
+
+def test_a_corrected_gold_on_a_blind_question_is_hidden_from_the_dashboard_too(annotators, tiny_run, queue,
+                                                                             curator, client):
+    alice, bob, _ = annotators
+    target = item(tiny_run, 2)
+    label = services.label_toggle(item=target, category=category("golden_wrong"), user=alice)
+    services.label_update(label=label, user=alice, corrected_sql="SELECT country FROM singer WHERE age > 35")
+    assert selectors.run_ex_with_corrections(run=tiny_run, user=bob)["corrected_items"] == 0
+    client.force_login(bob)
+    assert "Golden Wrong, alice" not in client.get(reverse("labels:dashboard", args=[tiny_run.pk])).content.decode()
+    client.force_login(curator)
+    assert "Golden Wrong, alice" in client.get(reverse("labels:dashboard", args=[tiny_run.pk])).content.decode()
