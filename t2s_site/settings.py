@@ -8,14 +8,16 @@ Service mode: ``DATABASE_URL=postgres://...`` and ``CELERY_BROKER_URL=redis://..
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 import dj_database_url
 
+from t2s_site.varfiles import make_private, read_or_create_secret
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("T2S_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# From here on this process creates files 0600 and directories 0700; var/ is tightened (t2s_site/varfiles.py).
+make_private(VAR_DIR)
 (VAR_DIR / "uploads").mkdir(exist_ok=True)
 
 
@@ -28,11 +30,7 @@ def _secret_key() -> str:
     """From SECRET_KEY, else generated once into an ignored local file."""
     if os.environ.get("SECRET_KEY"):
         return os.environ["SECRET_KEY"]
-    path = VAR_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    return read_or_create_secret(VAR_DIR / "secret_key").decode()
 
 
 # --- core ---------------------------------------------------------------------
@@ -162,6 +160,8 @@ CONTENT_SECURITY_POLICY = {
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 
 # --- cache: sign-in throttling and API rate limits count here, so every web process must share it ----------
 _CACHE_URL = os.environ.get("CACHE_URL", "")
