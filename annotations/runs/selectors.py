@@ -10,6 +10,7 @@ from typing import Any
 from django.core.cache import cache
 from django.db.models import Avg, Count, Q, Sum
 
+from agent.models import Turn
 from agent.services import open_connector
 from agent.sql import Limits, SQLError
 from annotations.evaluation import DIFFICULTY_ORDER, SCORED_STATUSES, TABLE_BUCKETS, Status, constraint_values
@@ -37,7 +38,8 @@ def _ordered(mapping: dict[str, dict], order: Sequence[str]) -> list[dict[str, A
 
 
 def run_agent_figures(*, run: Run) -> dict[str, Any] | None:
-    """Rounds, tokens, cost and time per case, from the run's agent sessions."""
+    """Rounds, LLM calls, tokens, cost and time per case, and tokens and cost per LLM call (the paper's Table 8
+    reports rounds and cost per case but tokens per call: a case costs several calls)."""
     items = run.items.filter(session__isnull=False)
     if not items.exists():
         return None
@@ -48,6 +50,16 @@ def run_agent_figures(*, run: Run) -> dict[str, Any] | None:
     agg["cost_per_case"] = (agg["cost"] / agg["cases"]) if agg["cost"] is not None and agg["cases"] else None
     agg["seconds"] = agg["seconds"] / 1000 if agg["seconds"] is not None else None
     agg["tokens"] = (agg["prompt"] or 0) + (agg["completion"] or 0)
+    # An LLM call is a turn with a completion (a failed call has none and spent nothing).
+    per_call = Turn.objects.filter(session_id__in=items.values("session_id"), completion__isnull=False).aggregate(
+        calls=Count("id"), prompt=Avg("prompt_tokens"), completion=Avg("completion_tokens"), cost=Sum("cost"))
+    calls = per_call["calls"] or 0
+    agg["calls"] = calls / agg["cases"] if agg["cases"] else None
+    agg["per_call"] = {
+        "calls": calls, "prompt": per_call["prompt"], "completion": per_call["completion"],
+        "tokens": (per_call["prompt"] or 0) + (per_call["completion"] or 0) if calls else None,
+        "cost": per_call["cost"] / calls if per_call["cost"] is not None and calls else None,
+    }
     return agg
 
 

@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from agent.models import AgentSession, DatabaseGrant, LLMEndpoint, Turn
 from agent.services import sessions
-from annotations.runs import services
+from annotations.runs import selectors, services
 from annotations.runs.models import Run
 from annotations.runs.pools import question_key
 from tests.agent.strategies.tool_double import build_school_db
@@ -96,6 +96,13 @@ def check_every_call_and_query_is_stored(run: Run, *, calls_per_question: int, q
     assert page.count('class="small item-calls"') == 20
     first = items[0].session
     assert f"{first.prompt_tokens} + {first.completion_tokens}" in page and f"${first.cost:.4f}" in page
+    # Table 8 both ways: per case (rounds, calls, cost) and per LLM call (tokens, cost).
+    agent = selectors.run_summary(run=run)["agent"]
+    calls = len(items) * calls_per_question
+    assert agent["calls"] == calls_per_question and agent["per_call"]["calls"] == calls
+    assert agent["per_call"]["prompt"] == pytest.approx(sum(i.session.prompt_tokens for i in items) / calls)
+    assert agent["per_call"]["cost"] == pytest.approx(sum(i.session.cost for i in items) / calls)
+    assert 'id="table-8"' in page and f"Per LLM call ({calls})" in page and f"Per case ({len(items)})" in page
 
 
 def test_dart_sql_run_with_its_own_dataset_as_pool_never_retrieves_a_questions_own_gold(
