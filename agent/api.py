@@ -7,16 +7,53 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent import policies, selectors, services
 from agent.api_permissions import PolicyPermission
-from agent.models import TURN_RECORD_FIELDS, AgentSession, Database, Turn
-from agent.services import few_shot
+from agent.models import TURN_RECORD_FIELDS, AgentSession, Database, ImportJob, Turn
+from agent.services import few_shot, uploads
 from agent.services import sessions as session_services
 from agent.strategies import FewShot
+
+
+def field_errors(exc: DjangoValidationError) -> serializers.ValidationError:
+    """A service's ValidationError as DRF field errors (``non_field_errors`` when it names no field)."""
+    if hasattr(exc, "error_dict"):
+        return serializers.ValidationError(exc.message_dict)
+    return serializers.ValidationError({"non_field_errors": exc.messages})
+
+
+class ImportJobSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ImportJob
+        fields = ["id", "kind", "name", "status", "stage", "done", "total", "percent", "error", "result_url",
+                  "created_at", "finished_at"]
+        read_only_fields = fields
+
+    percent = serializers.IntegerField(read_only=True, allow_null=True)
+
+
+class ImportJobViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """An upload's import on a worker: poll it until ``status`` is done (``result_url``) or failed (``error``)."""
+
+    serializer_class = ImportJobSerializer
+    permission_classes = [permissions.IsAuthenticated, PolicyPermission]
+
+    def get_object(self) -> ImportJob:
+        return policies.access_import_job(self.request.user, int(self.kwargs["pk"]))
+
+    def get_queryset(self):
+        return ImportJob.objects.none()  # one job at a time, through the policy
+
+
+class DatabaseUploadSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    file = serializers.FileField(help_text="A SQLite database file.")
+    description = serializers.CharField(required=False, allow_blank=True, default="")
 
 
 class DatabaseSerializer(serializers.ModelSerializer):
@@ -41,7 +78,7 @@ class DatabaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
                       viewsets.GenericViewSet):
     serializer_class = DatabaseSerializer
     permission_classes = [permissions.IsAuthenticated, PolicyPermission]
-    write_policies = {"create": policies.can_register_databases}
+    write_policies = {"create": policies.can_register_databases, "upload": policies.can_register_databases}
     lookup_field = "name"
     lookup_value_regex = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
@@ -57,6 +94,21 @@ class DatabaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
                                                   user=request.user)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.message_dict) from None
+        return Response(DatabaseSerializer(database).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request={"multipart/form-data": DatabaseUploadSerializer}, responses={201: DatabaseSerializer})
+    @action(detail=False, methods=["post"], parser_classes=[MultiPartParser, FormParser, JSONParser])
+    def upload(self, request: Request) -> Response:
+        """Upload a SQLite file: kept in the app's data folder, checked, registered and granted to you."""
+        incoming = DatabaseUploadSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        try:
+            database = uploads.database_upload(chunks=data["file"].chunks(), size=data["file"].size,
+                                               filename=data["file"].name, name=data["name"],
+                                               description=data["description"], user=request.user)
+        except DjangoValidationError as exc:
+            raise field_errors(exc) from None
         return Response(DatabaseSerializer(database).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})

@@ -218,6 +218,11 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "DatabaseStatusEnum": "agent.models.Database.Status",
         "SessionStatusEnum": "agent.models.AgentSession.Status",
+        "ImportJobStatusEnum": "agent.models.ImportJob.Status",
+        "ImportJobKindEnum": "agent.models.ImportJob.Kind",
+        "DatasetKindEnum": "annotations.runs.models.Dataset.Kind",
+        "RunStatusEnum": "annotations.runs.models.Run.Status",
+        "RunSourceEnum": "annotations.runs.models.Run.Source",
     },
 }
 

@@ -40,7 +40,7 @@ def only(*roles: str) -> frozenset[str]:
 class Rule:
     methods: dict[str, frozenset[str]]          # method -> roles allowed
     kwargs: Callable[[Any], dict] = lambda w: {}  # URL arguments from the world
-    query: str = ""                              # query string appended to the URL
+    query: str | Callable[[Any], str] = ""       # query string appended to the URL (or from the world)
     data: Callable[[Any], dict] = lambda w: {}   # body of non-GET requests
     scoped: bool = False                         # shows an object of the granted database
     public: bool = False                         # anonymous users may use it too (login, token)
@@ -87,6 +87,36 @@ EXPECTATIONS: dict[str, Rule] = {
     "session-list": Rule({"GET": ALL, "POST": only(ASKER)}, api=True),
     "session-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.session.pk}, scoped=True, api=True),
     "session-cancel": Rule({"POST": only(ASKER)}, kwargs=lambda w: {"pk": w.session.pk}, scoped=True, api=True),
+    "database-upload": Rule({"POST": only(DATA_ADMIN)}, api=True),
+    "import-detail": Rule({"GET": only(OPERATOR)}, kwargs=lambda w: {"pk": w.import_job.pk}, scoped=True, api=True),
+    # exemplars API
+    "exemplar-list": Rule({"GET": ALL, "POST": only(ANNOTATOR, CURATOR)}, api=True),
+    "exemplar-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.exemplar.pk}, scoped=True, api=True),
+    "exemplar-steps": Rule({"POST": only(ANNOTATOR, CURATOR)}, kwargs=lambda w: {"pk": w.exemplar.pk}, scoped=True,
+                           api=True),
+    "exemplar-submit": Rule({"POST": only(ANNOTATOR, CURATOR)}, kwargs=lambda w: {"pk": w.exemplar.pk}, scoped=True,
+                            api=True),
+    "exemplar-review": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.exemplar.pk}, scoped=True, api=True),
+    "exemplar-set-list": Rule({"GET": ALL, "POST": only(CURATOR)}, api=True),
+    "exemplar-set-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.exemplar_set.pk}, api=True),
+    "exemplar-set-publish": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.exemplar_set.pk}, api=True),
+    "exemplar-set-upload": Rule({"POST": only(CURATOR)}, api=True),
+    "exemplar-set-version-list": Rule({"GET": ALL}, api=True),
+    "exemplar-set-version-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.exemplar_set.versions.get().pk},
+                                        api=True),
+    # datasets and runs API
+    "dataset-list": Rule({"GET": ALL, "POST": only(OPERATOR)}, api=True),
+    "dataset-detail": Rule({"GET": ALL}, kwargs=lambda w: {"name": w.dataset.name}, scoped=True, api=True),
+    "dataset-questions": Rule({"GET": ALL}, kwargs=lambda w: {"name": w.dataset.name}, scoped=True, api=True),
+    "run-list": Rule({"GET": ALL, "POST": only(OPERATOR)}, api=True),
+    "run-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.run.pk}, scoped=True, api=True),
+    "run-items": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.run.pk}, scoped=True, api=True),
+    "run-agreement": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.run.pk}, scoped=True, api=True),
+    "run-cancel": Rule({"POST": only(OPERATOR)}, kwargs=lambda w: {"pk": w.run.pk}, scoped=True, api=True),
+    "run-resume": Rule({"POST": only(OPERATOR)}, kwargs=lambda w: {"pk": w.run.pk}, scoped=True, api=True),
+    "run-compare": Rule({"GET": ALL}, query=lambda w: f"a={w.run.pk}&b={w.run.pk}", scoped=True, api=True),
+    "queue-list": Rule({"GET": ALL}, api=True),
+    "queue-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.queue.pk}, scoped=True, api=True),
     # exemplars (the Annotator user wrote the world's exemplar; Curators edit and review anyone's)
     "exemplars:exemplar_list": Rule({"GET": ALL}),
     "exemplars:exemplar_new": Rule({"POST": only(ANNOTATOR, CURATOR)}),
@@ -311,7 +341,8 @@ def test_role_matrix(client, world):
         if ns in NAMESPACE_EXPECTATIONS:
             continue
         rule = EXPECTATIONS[name]
-        url = reverse(name, kwargs=rule.kwargs(world)) + (f"?{rule.query}" if rule.query else "")
+        query = rule.query(world) if callable(rule.query) else rule.query
+        url = reverse(name, kwargs=rule.kwargs(world)) + (f"?{query}" if query else "")
         for method, roles in rule.methods.items():
             client.logout()
             response = _request(client, method, url, rule, world)

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from agent.api_permissions import PolicyPermission
 from annotations import policies
 from annotations.labels import services
-from annotations.labels.models import Category, Label
+from annotations.labels.models import Category, Label, Queue
 from annotations.runs.models import RunItem
 
 
@@ -115,3 +115,31 @@ class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
         except DjangoValidationError as exc:
             raise serializers.ValidationError({"corrected_sql": exc.messages}) from exc
         return Response(LabelSerializer(label).data)
+
+
+class QueueSerializer(serializers.ModelSerializer):
+    taxonomy = serializers.CharField(source="taxonomy_version.taxonomy.name", read_only=True)
+    taxonomy_version_number = serializers.IntegerField(source="taxonomy_version.number", read_only=True)
+    assignees = serializers.SlugRelatedField(slug_field="username", many=True, read_only=True)
+    created_by = serializers.StringRelatedField()
+
+    class Meta:
+        model = Queue
+        fields = ["id", "name", "run", "taxonomy", "taxonomy_version_number", "db_id", "difficulty", "join_count",
+                  "max_annotators", "assignees", "created_by", "created_at"]
+        read_only_fields = fields
+
+
+class QueueViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Label queues (which failures of a run go to whom). ``?run=<id>`` filters."""
+
+    serializer_class = QueueSerializer
+    permission_classes = [IsAuthenticated, PolicyPermission]
+
+    def get_queryset(self):
+        qs = (policies.visible_queues(self.request.user)
+              .select_related("taxonomy_version__taxonomy", "created_by").prefetch_related("assignees")
+              .order_by("-id"))
+        if self.request.query_params.get("run", "").isdigit():
+            qs = qs.filter(run_id=self.request.query_params["run"])
+        return qs

@@ -12,8 +12,15 @@ def test_openapi_schema_validates_without_warnings(tmp_path):
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out), stdout=StringIO())
     schema = yaml.safe_load(out.read_text())
     paths = set(schema["paths"])
-    for route in ("/api/databases/", "/api/sessions/", "/api/labels/"):
-        assert route in paths
+    for route in ("/api/databases/", "/api/databases/upload/", "/api/sessions/", "/api/imports/{id}/",
+                  "/api/exemplars/", "/api/exemplars/{id}/steps/", "/api/exemplars/{id}/review/",
+                  "/api/exemplar-sets/", "/api/exemplar-sets/{id}/publish/", "/api/exemplar-sets/upload/",
+                  "/api/exemplar-set-versions/", "/api/datasets/", "/api/datasets/{name}/questions/", "/api/runs/",
+                  "/api/runs/{id}/items/", "/api/runs/compare/", "/api/runs/{id}/agreement/", "/api/runs/{id}/cancel/",
+                  "/api/queues/", "/api/labels/"):
+        assert route in paths, route
+    run_create = schema["components"]["schemas"]["RunCreate"]["properties"]
+    assert "pool" in run_create and "exemplar_set_version" in run_create
 
 
 @pytest.mark.django_db

@@ -1,0 +1,235 @@
+"""REST endpoints for datasets and runs (DRF): thin; every rule is in annotations.policies, every write a service."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agent.api import ImportJobSerializer, field_errors
+from agent.api_permissions import PolicyPermission
+from agent.strategies import STRATEGIES
+from annotations import policies
+from annotations.exemplars.selectors import published_versions
+from annotations.runs import selectors, services, uploads
+from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
+from annotations.runs.pools import POOL_HELP
+
+
+class DatasetSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Dataset
+        fields = ["id", "name", "kind", "description", "patches", "question_count", "executable_count",
+                  "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class QuestionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DatasetQuestion
+        fields = ["id", "index", "db_id", "question", "evidence", "gold_sql", "difficulty", "table_count",
+                  "join_count"]
+        read_only_fields = fields
+
+
+class DatasetUploadSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=Dataset.Kind.choices)
+    name = serializers.CharField(max_length=100)
+    archive = serializers.FileField(required=False, help_text="A zip: dev.json with database/ or dev_databases/.")
+    questions = serializers.FileField(required=False, help_text="Or Spider/BIRD JSON, JSONL or CSV questions...")
+    databases = serializers.ListField(child=serializers.FileField(), required=False, default=list,
+                                      help_text="... with one <db_id>.sqlite file per database.")
+
+
+def _uploaded(upload) -> uploads.UploadedFile | None:
+    return uploads.UploadedFile(upload.name, upload.size, upload.chunks()) if upload else None
+
+
+class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Datasets. Upload one (multipart) to import it on a worker: the answer is the import job to follow."""
+
+    serializer_class = DatasetSerializer
+    permission_classes = [IsAuthenticated, PolicyPermission]
+    write_policies = {"create": policies.can_import_datasets}
+    parser_classes = [MultiPartParser, FormParser, JSONParser]
+    lookup_field = "name"
+    lookup_value_regex = r"[^/]+"
+
+    def get_queryset(self):
+        return policies.visible_datasets(self.request.user).order_by("name")
+
+    @extend_schema(request={"multipart/form-data": DatasetUploadSerializer}, responses={202: ImportJobSerializer})
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        incoming = DatasetUploadSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        try:
+            job = uploads.dataset_upload_start(
+                kind=data["kind"], name=data["name"], user=request.user, archive=_uploaded(data.get("archive")),
+                questions=_uploaded(data.get("questions")), database_files=[_uploaded(f) for f in data["databases"]])
+        except DjangoValidationError as exc:
+            raise field_errors(exc) from None
+        return Response(ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses={200: QuestionSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def questions(self, request: Request, name: str | None = None) -> Response:
+        """The dataset's questions with their gold SQL, in file order (paginated)."""
+        dataset = self.get_object()
+        page = self.paginate_queryset(dataset.questions.order_by("index"))
+        return self.get_paginated_response(QuestionSerializer(page, many=True).data)
+
+
+class RunSerializer(serializers.ModelSerializer):
+    dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    created_by = serializers.StringRelatedField()
+
+    class Meta:
+        model = Run
+        fields = ["id", "name", "dataset", "source", "strategy", "config", "source_file", "status", "error",
+                  "import_issues", "missing_predictions", "totals", "breakdowns", "evaluated_at", "created_by",
+                  "created_at"]
+        read_only_fields = fields
+
+
+class RunItemSerializer(serializers.ModelSerializer):
+    index = serializers.IntegerField(source="question.index", read_only=True)
+    db_id = serializers.CharField(source="question.db_id", read_only=True)
+    question = serializers.CharField(source="question.question", read_only=True)
+    gold_sql = serializers.CharField(source="question.gold_sql", read_only=True)
+    difficulty = serializers.CharField(source="question.difficulty", read_only=True)
+
+    class Meta:
+        model = RunItem
+        fields = ["id", "index", "db_id", "question", "gold_sql", "difficulty", "predicted_sql", "prediction_note",
+                  "session", "eval_status", "ex", "soft_f1", "error", "gold_rows", "pred_rows", "pred_ms", "f_nc",
+                  "f_sc"]
+        read_only_fields = fields
+
+
+class RunCreateSerializer(serializers.Serializer):
+    dataset = serializers.SlugRelatedField(slug_field="name", queryset=Dataset.objects.none())
+    name = serializers.CharField(max_length=200)
+    strategy = serializers.ChoiceField(choices=sorted(STRATEGIES), default="interactive_t2s")
+    options = serializers.DictField(required=False, default=dict,
+                                    help_text='Strategy config overrides, e.g. {"max_rounds": 8}.')
+    exemplar_set_version = serializers.PrimaryKeyRelatedField(
+        queryset=published_versions(), required=False, allow_null=True, default=None,
+        help_text="Id of a published exemplar set version; none: the paper's set for the dataset (Interactive-T2S).")
+    zero_shot = serializers.BooleanField(required=False, default=False)
+    paper_replica = serializers.BooleanField(required=False, default=False)
+    db_ids = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list,
+                                   help_text="Only the questions of these databases.")
+    limit = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None,
+                                     help_text="Only the first N questions.")
+    max_concurrency = serializers.IntegerField(min_value=1, max_value=64, required=False, allow_null=True,
+                                               default=None)
+    spend_cap = serializers.FloatField(min_value=0, required=False, allow_null=True, default=None)
+    pool = serializers.CharField(max_length=300, required=False, allow_blank=True, default="", help_text=POOL_HELP)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        self.fields["dataset"].queryset = policies.visible_datasets(request.user if request else None)
+
+
+class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                 viewsets.GenericViewSet):
+    """Runs: launch one of our strategies over a dataset, follow it, read its items, compare two, cancel or resume.
+    Filter the list with ``?dataset=<name>``."""
+
+    serializer_class = RunSerializer
+    permission_classes = [IsAuthenticated, PolicyPermission]
+    write_policies = {"create": policies.can_launch_runs, "cancel": policies.can_launch_runs,
+                      "resume": policies.can_launch_runs}
+
+    def get_queryset(self):
+        qs = policies.visible_runs(self.request.user).select_related("dataset", "created_by").order_by("-created_at")
+        if self.request.query_params.get("dataset"):
+            qs = qs.filter(dataset__name=self.request.query_params["dataset"])
+        return qs
+
+    @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer})
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        incoming = RunCreateSerializer(data=request.data, context={"request": request})
+        incoming.is_valid(raise_exception=True)
+        data = dict(incoming.validated_data)
+        policies.check_can_launch_run(request.user, data["dataset"])
+        try:
+            run = services.run_create_agent(user=request.user, **{**data, "pool": data["pool"] or None})
+        except DjangoValidationError as exc:
+            raise field_errors(exc) from None
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(parameters=[OpenApiParameter("outcome", str, description="correct, wrong, unscored, ..."),
+                               OpenApiParameter("db_id", str)],
+                   responses={200: RunItemSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def items(self, request: Request, pk: str | None = None) -> Response:
+        """Per-question results (paginated), with the filters of the run page."""
+        run = self.get_object()
+        params = request.query_params
+        qs = selectors.run_items(run=run, outcome=params.get("outcome", ""), db_id=params.get("db_id", ""))
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(RunItemSerializer(page, many=True).data)
+
+    @extend_schema(request=None, responses={200: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        run = self.get_object()
+        policies.check_can_control_run(request.user, run)
+        return Response(RunSerializer(services.run_cancel(run=run)).data)
+
+    @extend_schema(request=None, responses={200: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, pk: str | None = None) -> Response:
+        run = self.get_object()
+        policies.check_can_control_run(request.user, run)
+        if run.source != Run.Source.AGENT:
+            raise serializers.ValidationError({"run": ["Only runs of our strategies can be resumed."]})
+        return Response(RunSerializer(services.run_resume(run=run)).data)
+
+    @extend_schema(parameters=[OpenApiParameter("a", int, required=True), OpenApiParameter("b", int, required=True),
+                               OpenApiParameter("kind", str, description="flips, fixed, broken, ...")],
+                   responses={200: inline_serializer("RunComparison", {
+                       "a": serializers.IntegerField(), "b": serializers.IntegerField(),
+                       "counts": serializers.DictField(child=serializers.IntegerField()),
+                       "common": serializers.IntegerField(), "only_a": serializers.IntegerField(),
+                       "only_b": serializers.IntegerField(), "delta_ex": serializers.FloatField(allow_null=True),
+                       "pairs": serializers.ListField(child=serializers.DictField())})})
+    @action(detail=False, methods=["get"])
+    def compare(self, request: Request) -> Response:
+        """Two runs question by question: counts that add up, flips, and every pair (``?a=&b=&kind=``)."""
+        errors = {k: ["A run id is required."] for k in ("a", "b") if not request.query_params.get(k, "").isdigit()}
+        if errors:
+            raise serializers.ValidationError(errors)
+        a = policies.access_run(request.user, int(request.query_params["a"]))
+        b = policies.access_run(request.user, int(request.query_params["b"]))
+        comparison = selectors.run_compare(a=a, b=b, kind=request.query_params.get("kind", ""))
+        pairs = [{"index": p["question"].index, "db_id": p["question"].db_id, "kind": p["kind"],
+                  "a_outcome": p["word_a"], "b_outcome": p["word_b"], "a_sql": p["a"].predicted_sql,
+                  "b_sql": p["b"].predicted_sql} for p in comparison["pairs"]]
+        return Response({"a": a.pk, "b": b.pk, "counts": comparison["counts"], "common": comparison["common"],
+                         "only_a": comparison["only_a"], "only_b": comparison["only_b"],
+                         "delta_ex": comparison["delta_ex"], "pairs": pairs})
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def agreement(self, request: Request, pk: str | None = None) -> Response:
+        """Agreement between the run's annotators, per error category, with the number of items it rests on."""
+        from annotations.labels import selectors as label_selectors
+
+        run = self.get_object()
+        annotators = list(label_selectors.run_annotators(run=run))
+        figures = label_selectors.run_agreement(run=run, annotator_ids=[u.pk for u in annotators])
+        return Response({"run": run.pk, "annotators": [u.get_username() for u in annotators],
+                         "items": figures["items"],
+                         "categories": [{"category": row["category"].key,
+                                         **{k: v for k, v in row.items() if k != "category"}}
+                                        for row in figures["rows"]]})

@@ -1,0 +1,153 @@
+"""The REST API beyond sessions: datasets (upload with a job to follow), runs (launch with an example pool,
+items, compare, cancel), exemplars (write, run a step, submit, review, publish, versions, upload), queues and
+agreement; bad input is a field error, never a Python message."""
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from agent.models import Database, ImportJob
+from agent.roles import ANNOTATOR, ASKER, CURATOR, DATA_ADMIN, OPERATOR, VIEWER
+from annotations.labels.models import Label, Queue
+from annotations.labels.selectors import default_taxonomy_version
+from annotations.models import ExemplarSet
+from annotations.runs import services
+from annotations.runs import uploads as dataset_uploads
+from annotations.runs.models import Run
+from tests import conftest
+from tests.conftest import give_roles
+from tests.support.uploads import QUESTIONS, spider_zip, sqlite_bytes
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def account(django_user_model):
+    def make(name: str, *roles: str):
+        user = django_user_model.objects.create_user(name, password=f"pw-{name}-123")
+        user.groups.add(conftest.testers_group())
+        return give_roles(user, VIEWER, *roles)
+
+    return make
+
+
+@pytest.fixture
+def dataset(spider_database, tmp_path):
+    spider_database("concert_singer")
+    path = tmp_path / "questions.jsonl"
+    path.write_text("\n".join(json.dumps({"question": q["question"], "sql": q["query"], "db_id": q["db_id"]})
+                              for q in QUESTIONS))
+    return services.dataset_import(kind="jsonl", path=path, name="tiny", build_indexes=False)
+
+
+def post(client, url, data):
+    return client.post(url, data, content_type="application/json")
+
+
+def test_a_run_is_launched_with_an_example_pool_and_bad_input_gets_field_errors(client, account, dataset,
+                                                                               replay_llm):
+    replay_llm(["SELECT count(*) FROM singer"])
+    client.force_login(account("otto", OPERATOR))
+    created = post(client, "/api/runs/", {"dataset": "tiny", "name": "dart", "strategy": "dart_sql", "pool": "tiny",
+                                          "limit": 2})
+    assert created.status_code == 201, created.content
+    run = Run.objects.get(pk=created.json()["id"])
+    assert run.config["example_pool"]["spec"] == "tiny" and run.items.count() == 2
+    assert client.get(f"/api/runs/{run.pk}/").json()["config"]["example_pool"]["size"] == 3
+
+    bad = post(client, "/api/runs/", {"dataset": "tiny", "name": "x", "pool": "nowhere"})
+    assert bad.status_code == 400 and "No dataset named 'nowhere'" in bad.json()["pool"][0]
+    bad = post(client, "/api/runs/", {"dataset": "tiny", "name": "x", "options": {"max_rounds": "eight"}})
+    assert bad.json() == {"options": ["max_rounds must be a whole number, not str."]}
+    bad = post(client, "/api/runs/", {"dataset": "nope", "name": "x", "limit": "many"})
+    assert set(bad.json()) == {"dataset", "limit"}
+    assert Run.objects.count() == 1
+
+    cancelled = post(client, f"/api/runs/{run.pk}/cancel/", {})
+    assert cancelled.json()["status"] == "cancelled"
+
+
+def test_run_items_compare_and_agreement(client, account, dataset, django_user_model):
+    one = services.run_import_predictions(dataset=dataset, text="SELECT count(*) FROM singer\nSELECT 1\nSELECT 1\n",
+                                          fmt="spider", name="one")
+    services.run_evaluate(run=one)
+    two = services.run_import_predictions(dataset=dataset, text="SELECT 1\nSELECT count(*) FROM concert\nSELECT 1\n",
+                                          fmt="spider", name="two")
+    services.run_evaluate(run=two)
+    client.force_login(account("vera"))
+    items = client.get(f"/api/runs/{one.pk}/items/").json()
+    assert items["count"] == 3 and [i["ex"] for i in items["results"]] == [True, False, False]
+    compared = client.get("/api/runs/compare/", {"a": one.pk, "b": two.pk}).json()
+    assert compared["counts"]["fixed"] == 1 and compared["counts"]["broken"] == 1
+    assert len(compared["pairs"]) == 3
+    assert client.get("/api/runs/compare/", {"a": "x"}).json() == {"a": ["A run id is required."],
+                                                                  "b": ["A run id is required."]}
+    version = default_taxonomy_version()
+    category = version.categories.order_by("position").first()
+    for name in ("ann1", "ann2"):
+        annotator = account(name, ANNOTATOR)
+        for item in one.items.filter(ex=False):
+            Label.objects.create(item=item, category=category, taxonomy_version=version, annotator=annotator)
+    Queue.objects.create(run=one, name="failures", taxonomy_version=version)
+    agreement = client.get(f"/api/runs/{one.pk}/agreement/").json()
+    assert agreement["annotators"] == ["ann1", "ann2"] and agreement["items"] == 2
+    assert agreement["categories"][0]["category"] == category.key
+    queues = client.get("/api/queues/", {"run": one.pk}).json()
+    assert [q["name"] for q in queues["results"]] == ["failures"]
+    assert client.get("/api/datasets/tiny/questions/").json()["count"] == 3
+
+
+def test_a_dataset_and_a_database_upload_through_the_api(client, account, tmp_path, upload_dir):
+    client.force_login(account("opal", OPERATOR))
+    answer = client.post("/api/datasets/", {"kind": "spider", "name": "small",
+                                            "archive": SimpleUploadedFile("s.zip", spider_zip(tmp_path))})
+    assert answer.status_code == 202 and answer.json()["status"] == "queued"
+    job = ImportJob.objects.get(pk=answer.json()["id"])
+    dataset_uploads.dataset_upload_run(job=job)
+    followed = client.get(f"/api/imports/{job.pk}/").json()
+    assert followed["status"] == "done" and followed["result_url"] == "/datasets/small/"
+    assert client.get("/api/datasets/small/").json()["question_count"] == 3
+    refused = client.post("/api/datasets/", {"kind": "spider", "name": "small"})
+    assert refused.status_code == 400 and "name" in refused.json()
+
+    client.force_login(account("dora", DATA_ADMIN))
+    created = client.post("/api/databases/upload/", {"name": "shop", "file": SimpleUploadedFile(
+        "shop.sqlite", sqlite_bytes(tmp_path, "shop"))})
+    assert created.status_code == 201 and created.json()["name"] == "shop"
+    bad = client.post("/api/databases/upload/", {"name": "junk", "file": SimpleUploadedFile("j.sqlite", b"junk")})
+    assert bad.status_code == 400 and "not a SQLite database file" in bad.json()["file"][0]
+    assert not Database.objects.filter(name="junk").exists()
+
+
+def test_exemplars_written_reviewed_and_published_through_the_api(client, account, spider_database):
+    spider_database("concert_singer")
+    client.force_login(account("ann", ANNOTATOR, ASKER))
+    exemplar = post(client, "/api/exemplars/", {"database": "concert_singer", "question": "How many singers?"})
+    assert exemplar.status_code == 201, exemplar.content
+    pk = exemplar.json()["id"]
+    step = post(client, f"/api/exemplars/{pk}/steps/", {"thought": "Count.",
+                                                         "action": 'ExecuteSQL("SELECT count(*) FROM singer")'})
+    assert step.status_code == 201 and "6" in step.json()["observation"]
+    assert post(client, f"/api/exemplars/{pk}/steps/", {"action": "Done"}).status_code == 201
+    assert post(client, f"/api/exemplars/{pk}/submit/", {}).json()["state"] == "in_review"
+    assert post(client, f"/api/exemplars/{pk}/review/", {"approve": True}).status_code == 403
+    bad = post(client, f"/api/exemplars/{pk}/steps/", {"action": "ExecuteSQL("})
+    assert bad.status_code == 400 and "action" in bad.json()
+
+    client.force_login(account("cleo", CURATOR))
+    assert post(client, f"/api/exemplars/{pk}/review/", {"approve": True}).json()["state"] == "approved"
+    created = post(client, "/api/exemplar-sets/", {"name": "mine"})
+    assert created.status_code == 201
+    version = post(client, f"/api/exemplar-sets/{created.json()['id']}/publish/", {"exemplars": [pk]})
+    assert version.status_code == 201 and version.json()["number"] == 1
+    assert client.get(f"/api/exemplar-set-versions/{version.json()['id']}/").json()["exemplars"][0]["question"] \
+        == "How many singers?"
+    assert post(client, f"/api/exemplar-sets/{created.json()['id']}/publish/",
+                {"exemplars": [10**9]}).json() == {"exemplars": [f"No exemplar with id {10**9}."]}
+    exported = client.get(f"/exemplars/sets/{created.json()['id']}/v1/export/").content
+    uploaded = client.post("/api/exemplar-sets/upload/", {"file": SimpleUploadedFile("copy.json", exported),
+                                                          "name": "copy"})
+    assert uploaded.status_code == 201 and ExemplarSet.objects.filter(name="copy").exists()
+    junk = client.post("/api/exemplar-sets/upload/", {"file": SimpleUploadedFile("x.json", b"{}")})
+    assert junk.status_code == 400 and "file" in junk.json()
