@@ -32,5 +32,12 @@ class AnnotationsConfig(AppConfig):
         from annotations.runs.services import run_session_finished
 
         sessions.on_session_finished("runs", lambda session_id: run_session_finished(session_id=session_id))
+        # Every worker's lease keeper also revives runs nobody dispatched for three polls (a worker died with
+        # the poll's message), so a run never waits for beat's sweep.
+        from agent.services import leases
+        from annotations.conf import annotations_settings
+        from annotations.runs.services import runs_revive_dispatch
+
+        leases.on_sweep("runs", lambda: runs_revive_dispatch(idle_s=3 * annotations_settings.DISPATCH_POLL_S))
 
         post_migrate.connect(_publish_paper_sets, sender=self, dispatch_uid="annotations_paper_sets")

@@ -1,6 +1,7 @@
 """Celery tasks of the annotations app: ids in, a service call, nothing returned."""
 
 from celery import shared_task
+from celery.signals import worker_ready
 
 from annotations.conf import annotations_settings
 from annotations.runs import services
@@ -36,3 +37,10 @@ def import_uploaded_dataset(job_id: int) -> None:
     job = ImportJob.objects.filter(pk=job_id).select_related("created_by").first()
     if job is not None:
         uploads.dataset_upload_run(job=job)
+
+
+@worker_ready.connect
+def _revive_on_start(sender=None, **kwargs) -> None:
+    # A worker that starts after a crash dispatches the running runs at once: the poll's message may have
+    # died with the previous process (held unacknowledged until the broker's visibility timeout).
+    services.runs_revive_dispatch(idle_s=0)

@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.db import DatabaseError, connection, transaction
@@ -37,6 +38,23 @@ RUN_SESSION_TASK = "agent.tasks.run_session"
 MAX_ATTEMPTS = 5  # deliveries of one session (dead workers, transient faults) before it is failed
 
 _identity = f"{socket.gethostname()}:{os.getpid()}"
+
+# Other apps' sweeps, run by every worker's keeper with the QUEUED sweep (annotations revives the dispatch of
+# runs nobody dispatched for a while: the agent app does not know about runs).
+_sweep_hooks: dict[str, Callable[[], object]] = {}
+
+
+def on_sweep(key: str, hook: Callable[[], object]) -> None:
+    """Register ``hook()`` under ``key`` (again: replaced)."""
+    _sweep_hooks[key] = hook
+
+
+def run_sweep_hooks() -> None:
+    for key, hook in list(_sweep_hooks.items()):
+        try:
+            hook()
+        except Exception:  # one hook's failure (the database away) must not stop the others or the keeper
+            logger.exception("sweep hook %s failed", key)
 
 
 def worker_identity() -> str:
@@ -166,6 +184,7 @@ class LeaseKeeper(threading.Thread):
         if time.monotonic() - self._last_queued_sweep >= every:
             self._last_queued_sweep = time.monotonic()
             republish_queued()
+            run_sweep_hooks()
 
 
 _keeper: LeaseKeeper | None = None

@@ -607,7 +607,7 @@ def runs_revive_dispatch(*, idle_s: float = 30) -> list[int]:
                  .filter(Q(dispatched_at__lt=cutoff) | Q(dispatched_at__isnull=True))
                  .values_list("pk", flat=True))
     for pk in stale:
-        enqueue_on_commit(DISPATCH_TASK, pk)
+        enqueue_on_commit(DISPATCH_TASK, pk, robust=True)  # a broker that is away: the next sweep tries again
     return stale
 
 

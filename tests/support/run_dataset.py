@@ -36,13 +36,17 @@ def write_dataset(root: Path, n: int) -> Path:
     return path
 
 
-def replay_script(n: int, *, rounds: int = 2, latency_ms: int = 0) -> dict:
-    """A keyed replay script: per question, ``rounds - 1`` ExecuteSQL steps of its gold query, then Done."""
+def replay_script(n: int, *, rounds: int = 2, latency_ms: int = 0, spare: int = 0) -> dict:
+    """A keyed replay script: per question, ``rounds - 1`` ExecuteSQL steps of its gold query, then Done.
+
+    ``spare`` more Done steps follow, for fault tests: a call lost in flight is asked again and gets the next
+    step, so a session that lost calls still ends with Done instead of an exhausted script.
+    """
     scripts = {}
     for i in range(n):
         q, sql = question(i)
         # Each step's text differs: two identical outputs in a row would end the case (the loop rule).
         steps = [{"text": f'Thought: count, step {k}\nAction: ExecuteSQL("{sql}")', "latency_ms": latency_ms}
                  for k in range(max(1, rounds - 1))]
-        scripts[q] = [*steps, {"text": "Thought: ok\nAction: Done", "latency_ms": latency_ms}]
+        scripts[q] = [*steps, *[{"text": "Thought: ok\nAction: Done", "latency_ms": latency_ms}] * (1 + spare)]
     return {"scripts": scripts}
