@@ -109,7 +109,8 @@ class AskForm(forms.Form):
 
 
 class SessionFilterForm(forms.Form):
-    database = forms.ModelChoiceField(queryset=Database.objects.all(), to_field_name="name", required=False)
+    database = forms.ModelChoiceField(queryset=Database.objects.all(), to_field_name="name", required=False,
+                                      empty_label="any")
     status = forms.ChoiceField(choices=[("", "Any status"), *AgentSession.Status.choices], required=False)
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))

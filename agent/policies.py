@@ -142,7 +142,7 @@ def access_import_job(user, pk: int) -> ImportJob:
 
 
 # URL names any signed-in account may use, with or without a role (the admin has its own staff check).
-OPEN_URL_NAMES = frozenset({"login", "logout", "api_token"})
+OPEN_URL_NAMES = frozenset({"login", "logout", "api_token", "favicon"})
 OPEN_NAMESPACES = frozenset({"admin"})
 
 

@@ -4,6 +4,7 @@ from agent import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("ask/", views.ask, name="ask"),
     path("sessions/", views.session_list, name="session_list"),
     path("sessions/<int:pk>/", views.session_detail, name="session_detail"),

@@ -58,6 +58,7 @@ class NamespaceRule:
 EXPECTATIONS: dict[str, Rule] = {
     # accounts and API plumbing
     "login": Rule({"GET": ANYONE}, public=True),
+    "favicon": Rule({"GET": ANYONE}, public=True),
     "logout": Rule({"POST": ANYONE}),
     "api_token": Rule({"POST": ANYONE}, public=True, api=True),
     "api_schema": Rule({"GET": ALL}, api=True),

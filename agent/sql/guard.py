@@ -16,6 +16,7 @@ list, FROM (table functions), WHERE, window, schema-qualified or not.
 
 from __future__ import annotations
 
+import difflib
 import re
 
 import sqlglot
@@ -121,6 +122,21 @@ def _check_functions_in_text(text: str, dialect: str) -> None:
             raise _refuse(name)
 
 
+def _unparsable(text: str, exc: ParseError | TokenError) -> str:
+    """What the parser saw in a statement it could not read, so a typo (``SELEC``) is named as one."""
+    first = text.split(None, 1)[0][:40]
+    where = ""
+    errors = getattr(exc, "errors", None) or []
+    if errors and errors[0].get("highlight"):
+        error = errors[0]
+        where = (f" The parser stopped at {error['highlight'][:40]!r} (line {error.get('line')}, column "
+                 f"{error.get('col')}).")
+    typo = difflib.get_close_matches(first.upper(), ["SELECT", "WITH"], n=1, cutoff=0.75)
+    hint = f" (a typo of {typo[0]}?)" if typo and typo[0] != first.upper() else ""
+    return (f"The query does not parse: it starts with {first!r}, not SELECT or WITH{hint}.{where} "
+            f"Only a single SELECT query is allowed.")
+
+
 def check_read_only(sql: str, dialect: str) -> str:
     """Return the statement without trailing semicolons, or raise QueryRejected.
 
@@ -133,9 +149,9 @@ def check_read_only(sql: str, dialect: str) -> str:
         raise QueryRejected("Empty query.")
     try:
         statements = [s for s in sqlglot.parse(text, read=dialect) if s is not None]
-    except (ParseError, TokenError):
+    except (ParseError, TokenError) as exc:
         if not _LEADING_READ.match(text):
-            raise QueryRejected("Only a single SELECT query is allowed.") from None
+            raise QueryRejected(_unparsable(text, exc)) from None
         _check_functions_in_text(text, dialect)
         return text
     if len(statements) != 1:

@@ -2,11 +2,12 @@ from .account import account
 from .databases import database_detail, database_list, database_refresh, database_register, home, table_rows
 from .fidelity import fidelity
 from .sessions import ask, session_cancel, session_detail, session_list
+from .site import favicon
 from .tools import tool_console
 from .uploads import database_upload, import_job
 
 __all__ = [
     "account", "ask", "database_detail", "database_list", "database_refresh", "database_register", "database_upload",
-    "fidelity", "home", "import_job",
+    "favicon", "fidelity", "home", "import_job",
     "session_cancel", "session_detail", "session_list", "table_rows", "tool_console",
 ]

@@ -182,7 +182,8 @@ def _console_partial(request: HttpRequest, exemplar: Exemplar, **extra) -> HttpR
     context = _console_context(request, exemplar, **extra)
     if context["done"] and exemplar.final_sql and exemplar.database_id:
         context.update(_final_sql_check(exemplar))
-    if request.htmx:
+    if request.htmx:  # the header's step count and token estimate follow the console (out of band)
+        context.update(oob_counts=True, token_estimate=selectors.exemplar_token_estimate(exemplar))
         return render(request, "annotations/partials/console.html", context)
     if extra.get("error"):
         messages.error(request, extra["error"])

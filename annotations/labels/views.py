@@ -6,7 +6,6 @@ action is rendered as a message in the partial (status 200 for htmx so it is swa
 
 from __future__ import annotations
 
-import difflib
 import io
 import json
 
@@ -21,6 +20,7 @@ from django.views.decorators.http import require_POST
 from agent.templatetags.studio import format_figure as figure
 from agent.textclean import csv_dict_writer, csv_writer
 from annotations import policies
+from annotations.evaluation.sqldiff import sql_token_diff
 from annotations.labels import selectors, services
 from annotations.labels.forms import CorrectedGoldForm, QueueForm
 from annotations.labels.models import Category, Label, Queue, TaxonomyVersion
@@ -88,8 +88,7 @@ def review(request: HttpRequest, item_id: int) -> HttpResponse:
     conflict = (services.limit_conflict(item=item, user=request.user) or "") if can_label else ""
     results = run_item_with_results(item=item)
     suggested = selectors.item_suggestions(item=item, results=results)
-    diff_lines = list(difflib.unified_diff(item.question.gold_sql.split(), (item.predicted_sql or "").split(),
-                                           "gold", "predicted", lineterm="", n=100))[2:]
+    diff_lines = sql_token_diff(item.question.gold_sql, item.predicted_sql or "")[2:]
     if adjudicating:
         following = selectors.next_adjudication_item(run=item.run, after=item)
         next_url = (reverse("labels:review", args=[following.pk]) + "?mode=adjudicate") if following else ""

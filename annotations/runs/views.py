@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import difflib
-
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
@@ -15,6 +13,7 @@ from agent.services.uploads import human_size
 from agent.textclean import csv_writer
 from agent.views.uploads import request_too_large
 from annotations import policies
+from annotations.evaluation.sqldiff import sql_token_diff
 from annotations.labels import selectors as label_selectors
 from annotations.runs import estimates, selectors, services, uploads
 from annotations.runs.forms import CompareForm, DatasetUploadForm, PredictionImportForm, RunLaunchForm
@@ -175,8 +174,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def run_item(request: HttpRequest, pk: int, item_id: int) -> HttpResponse:
     item = policies.access_run_item(request.user, item_id, run_id=pk)
     results = selectors.run_item_with_results(item=item)
-    diff = "\n".join(difflib.unified_diff(item.question.gold_sql.split(), (item.predicted_sql or "").split(),
-                                          "gold", "predicted", lineterm="", n=100))
+    diff = "\n".join(sql_token_diff(item.question.gold_sql, item.predicted_sql or ""))
     neighbours = selectors.run_items(run=item.run).values_list("id", flat=True)
     ids = list(neighbours)
     position = ids.index(item.pk)
