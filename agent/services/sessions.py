@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from datetime import timedelta
 from typing import Any
 
@@ -299,12 +300,9 @@ def _rerender(shot, database: Database, cfg):
     from agent.strategies.exemplars import rerendered
     from agent.strategies.interactive_t2s import clip_observation
 
-    tools = toolbox_for(database, profile=cfg.observation_profile)
-    try:
+    with toolbox_for(database, profile=cfg.observation_profile) as tools:
         return rerendered(shot, lambda name, args, kwargs: clip_observation(
             tools.run(name, args, kwargs).observation, cfg.max_observation_chars))
-    finally:
-        tools.connector.close()
 
 
 def session_enqueue(*, session: AgentSession) -> None:
@@ -404,66 +402,65 @@ def session_execute(*, session_id: int) -> None:
     keeper = leases.keeper()
     keeper.hold(session_id, lease)
     started = time.monotonic()
-    tools = None
     finished = False
     interrupted: BaseException | None = None
-    try:
-        session = AgentSession.objects.select_related("database", "created_by").get(pk=session_id)
-        previous = session_records(session)
-        strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
-        tools = toolbox_for(session.database, enabled=getattr(strategy.config, "enabled_tools", None),
-                            profile=getattr(strategy.config, "observation_profile", "default"))
-        # Every call passes the session's gate: the daily budget, then an endpoint slot (agent/services/gates.py).
-        deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
-        # The wall-clock limit cuts a call in flight too (its timeout and retries end at the deadline).
-        llm = gates.gated(llm_client_from_snapshot(session.config["llm"]).bounded(deadline),
-                          user=session.created_by, llm_snapshot=session.config["llm"])
-        few_shot = _few_shot(session.config)
-        ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
-                             exemplars=_exemplars_for(few_shot, strategy), tool_description=few_shot.tool_description,
-                             example_pool=_example_pool(session.config),
-                             question_key=session.config.get("question_key") or None,
-                             tool_description_no_findpath=few_shot.tool_description_no_findpath)
-        last_messages = list(previous[-1].messages) if previous else []
+    with ExitStack() as cleanup:  # closes the tools' connector however the session ends
+        try:
+            session = AgentSession.objects.select_related("database", "created_by").get(pk=session_id)
+            previous = session_records(session)
+            strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
+            tools = cleanup.enter_context(toolbox_for(
+                session.database, enabled=getattr(strategy.config, "enabled_tools", None),
+                profile=getattr(strategy.config, "observation_profile", "default")))
+            # Every call passes the session's gate: the daily budget, then an endpoint slot (agent/services/gates.py).
+            deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
+            # The wall-clock limit cuts a call in flight too (its timeout and retries end at the deadline).
+            llm = gates.gated(llm_client_from_snapshot(session.config["llm"]).bounded(deadline),
+                              user=session.created_by, llm_snapshot=session.config["llm"])
+            few_shot = _few_shot(session.config)
+            ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
+                                 exemplars=_exemplars_for(few_shot, strategy), tool_description=few_shot.tool_description,
+                                 example_pool=_example_pool(session.config),
+                                 question_key=session.config.get("question_key") or None,
+                                 tool_description_no_findpath=few_shot.tool_description_no_findpath)
+            last_messages = list(previous[-1].messages) if previous else []
 
-        def on_turn(record: TurnRecord) -> None:
-            nonlocal last_messages
-            if keeper.lost(session_id):
-                raise LeaseLost(session_id)
-            _store_turn(session_id, lease, record, last_messages)
-            last_messages = list(record.messages)
+            def on_turn(record: TurnRecord) -> None:
+                nonlocal last_messages
+                if keeper.lost(session_id):
+                    raise LeaseLost(session_id)
+                _store_turn(session_id, lease, record, last_messages)
+                last_messages = list(record.messages)
 
-        def should_cancel() -> bool:
-            if time.monotonic() > deadline:
-                return True
-            return AgentSession.objects.filter(pk=session_id, cancel_requested=True).exists()
+            def should_cancel() -> bool:
+                if time.monotonic() > deadline:
+                    return True
+                return AgentSession.objects.filter(pk=session_id, cancel_requested=True).exists()
 
-        outcome = strategy.run(ctx, tools=tools, llm=llm, on_turn=on_turn, previous_turns=previous,
-                               should_cancel=should_cancel)
-        status = outcome.status.value
-        error = outcome.error or ""
-        if status in (AgentSession.Status.CANCELLED, AgentSession.Status.LLM_ERROR) and time.monotonic() >= deadline:
-            status, error = AgentSession.Status.FAILED, f"Stopped at the session time limit " \
-                                                        f"({agent_settings.SESSION_MAX_SECONDS} s)."
-        cost = outcome.totals.cost
-        finished = _finish(session_id, lease, status=status, error=error, final_sql=outcome.final_sql or "",
-                           result=result_preview(outcome.result), cost=cost, started=started)
-    except LeaseLost:
-        logger.warning("session %s was taken over by another worker", session_id)
-    except TRANSIENT_FAULTS as exc:
-        logger.warning("session %s interrupted by a transient fault: %s", session_id, exc)
-        interrupted = exc
-    except IndexMissing as exc:
-        finished = _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
-                           error=f"The tool indexes of {session.database.name} are not built yet: {exc}")
-    except Exception as exc:
-        logger.exception("session %s failed", session_id)
-        finished = _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
-                           error=f"{type(exc).__name__}: {exc}")
-    finally:
-        keeper.release(session_id)
-        if tools is not None:
-            tools.connector.close()
+            outcome = strategy.run(ctx, tools=tools, llm=llm, on_turn=on_turn, previous_turns=previous,
+                                   should_cancel=should_cancel)
+            status = outcome.status.value
+            error = outcome.error or ""
+            if status in (AgentSession.Status.CANCELLED, AgentSession.Status.LLM_ERROR) and time.monotonic() >= deadline:
+                status, error = AgentSession.Status.FAILED, f"Stopped at the session time limit " \
+                                                            f"({agent_settings.SESSION_MAX_SECONDS} s)."
+            cost = outcome.totals.cost
+            finished = _finish(session_id, lease, status=status, error=error, final_sql=outcome.final_sql or "",
+                               result=result_preview(outcome.result), cost=cost, started=started)
+        except LeaseLost:
+            logger.warning("session %s was taken over by another worker", session_id)
+        except TRANSIENT_FAULTS as exc:
+            logger.warning("session %s interrupted by a transient fault: %s", session_id, exc)
+            interrupted = exc
+        except IndexMissing as exc:
+            finished = _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
+                               error=f"The tool indexes of {session.database.name} are not built yet: {exc}")
+        except Exception as exc:
+            logger.exception("session %s failed", session_id)
+            finished = _finish(session_id, lease, status=AgentSession.Status.FAILED, started=started,
+                               error=f"{type(exc).__name__}: {exc}")
+        finally:
+            keeper.release(session_id)
     if interrupted is not None:
         _release(session_id, lease)
         raise SessionInterrupted(f"session {session_id}: {interrupted}") from interrupted
