@@ -18,6 +18,7 @@ from agent.models import TURN_RECORD_FIELDS, AgentSession, Database, ImportJob, 
 from agent.services import few_shot, uploads
 from agent.services import sessions as session_services
 from agent.strategies import FewShot
+from agent.tools import registry
 
 
 def field_errors(exc: DjangoValidationError) -> serializers.ValidationError:
@@ -255,3 +256,39 @@ class AccountView(APIView):
         roles = sorted(request.user.groups.filter(name__in=ROLES).values_list("name", flat=True))
         return Response({"username": request.user.get_username(), "roles": roles,
                          "budget": budgets.budget_status(request.user).to_dict()})
+
+
+class ToolParamSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.CharField(help_text="As the model reads it, e.g. str | list[str].")
+    required = serializers.BooleanField()
+    default = serializers.JSONField(allow_null=True, help_text="The default when not required.")
+    aliases = serializers.ListField(child=serializers.CharField(), help_text="Other names models use for it.")
+
+
+class ToolSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    heading = serializers.CharField(help_text="The call's signature as the prompt shows it.")
+    description = serializers.CharField(help_text="The model-facing description ({dialect}: the target's SQL).")
+    params = ToolParamSerializer(many=True)
+    example = serializers.CharField(allow_blank=True)
+    profiles = serializers.ListField(child=serializers.CharField(), help_text="Observation profiles it renders.")
+
+
+def _tool_data(spec) -> dict:
+    return {"name": spec.name, "heading": spec.heading(), "description": spec.description,
+            "params": [{"name": p.name, "type": p.type, "required": p.required,
+                        "default": None if p.required else p.default, "aliases": list(p.aliases)}
+                       for p in spec.params],
+            "example": spec.example, "profiles": list(spec.profiles)}
+
+
+class ToolListView(APIView):
+    """The agent's tools as the registry defines them (the same records dispatch, consoles and prompts use):
+    name, signature, description, parameters with their aliases, an example call, observation profiles."""
+
+    permission_classes = [permissions.IsAuthenticated, PolicyPermission]
+
+    @extend_schema(responses=ToolSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return Response([_tool_data(spec) for spec in registry.specs()])

@@ -3,7 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from agent.api import AccountView, DatabaseViewSet, ImportJobViewSet, SessionViewSet
+from agent.api import AccountView, DatabaseViewSet, ImportJobViewSet, SessionViewSet, ToolListView
 from agent.auth import ThrottledObtainAuthToken
 from annotations.exemplars.api import ExemplarSetVersionViewSet, ExemplarSetViewSet, ExemplarViewSet
 from annotations.labels.api import LabelViewSet, QueueViewSet
@@ -24,5 +24,6 @@ router.register("queues", QueueViewSet, basename="queue")
 urlpatterns = [
     path("token/", ThrottledObtainAuthToken.as_view(), name="api_token"),
     path("account/", AccountView.as_view(), name="api_account"),
+    path("tools/", ToolListView.as_view(), name="api_tools"),
     path("", include(router.urls)),
 ]

@@ -65,6 +65,7 @@ EXPECTATIONS: dict[str, Rule] = {
     "api_docs": Rule({"GET": ALL}, api=True),
     "api-root": Rule({"GET": ALL}, api=True),
     "api_account": Rule({"GET": ALL}, api=True),
+    "api_tools": Rule({"GET": ALL}, api=True),
     # agent pages
     "home": Rule({"GET": ALL}),
     "fidelity": Rule({"GET": ALL}),

@@ -130,3 +130,15 @@ def test_a_rendered_call_parses_back_to_the_same_call(name: str, args: tuple, kw
     text = render_call(name, args, kwargs)
     assert parse_action(text) == Action(name, args, kwargs)
     assert Action(name, args, kwargs).render() == text
+
+
+def test_a_registered_tool_is_listed_by_the_api(fifth_tool, user_client) -> None:
+    tools = user_client.get(reverse("api_tools")).json()
+    assert [t["name"] for t in tools] == list(registry.tool_names())
+    count = next(t for t in tools if t["name"] == "CountRows")
+    assert count["heading"] == "CountRows(table: str)" and count["description"] == "Counts the rows of one table."
+    assert count["params"] == [{"name": "table", "type": "str", "required": True, "default": None,
+                                "aliases": ["name"]}]
+    assert count["profiles"] == ["default", "terse"]
+    value = next(t for t in tools if t["name"] == "SearchValue")
+    assert {p["name"]: p["required"] for p in value["params"]} == {"query": True, "table": False, "column": False}
