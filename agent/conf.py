@@ -61,6 +61,9 @@ DEFAULTS: dict[str, Any] = {
     "LOGIN_LOCKOUT_S": 900,
     # Behind a reverse proxy: the META key of the header it sets with the client's address (e.g. HTTP_X_REAL_IP).
     "CLIENT_ADDRESS_HEADER": "",
+    # Key of the encrypted DSN passwords (agent/dsn_secrets.py): Fernet keys, comma separated, else the key file.
+    "DSN_KEY": "",
+    "DSN_KEY_FILE": Path("var") / "dsn_key",
 }
 
 

@@ -10,6 +10,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.urls import reverse
 
+from agent.dsn_secrets import seal_dsn
 from agent.llm import Message
 from agent.sql import ForeignKey as SchemaForeignKey
 from agent.sql import SchemaInfo
@@ -127,6 +128,12 @@ class Database(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        # A DSN's password never reaches the table in plain text, whoever saves (services, admin, commands).
+        if self.engine == self.Engine.POSTGRESQL:
+            self.location = seal_dsn(self.location)
+        super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
         return reverse("database_detail", args=[self.name])

@@ -290,6 +290,10 @@ T2S = {
     "LOGIN_FAILURE_WINDOW_S": float(os.environ.get("T2S_LOGIN_FAILURE_WINDOW_S", "900")),
     "LOGIN_LOCKOUT_S": float(os.environ.get("T2S_LOGIN_LOCKOUT_S", "900")),
     "CLIENT_ADDRESS_HEADER": os.environ.get("T2S_CLIENT_ADDRESS_HEADER", ""),
+    # PostgreSQL DSN passwords are stored encrypted with this key (agent/dsn_secrets.py): T2S_DSN_KEY (Fernet
+    # keys, comma separated, the first encrypts), else a key file beside the secret key, made 0600 on first use.
+    "DSN_KEY": os.environ.get("T2S_DSN_KEY", ""),
+    "DSN_KEY_FILE": Path(os.environ.get("T2S_DSN_KEY_FILE", VAR_DIR / "dsn_key")),
 }
 
 LOGGING = {

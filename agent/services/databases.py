@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agent.conf import agent_settings
+from agent.dsn_secrets import DsnKeyError, reveal_dsn
 from agent.models import Database
 from agent.sql import Connector, Limits, SQLError, connect, with_foreign_keys
 from agent.sql.pg_roles import RoleRefused
@@ -50,7 +51,11 @@ def open_connector(database: Database, *, limits: Limits | None = None) -> Conne
     if database.engine == Database.Engine.SQLITE:
         locations.check_sqlite_target(database.location)
         return connect(database.engine, database.location, limits=limits)
-    return connect(database.engine, database.location, limits=limits, refuse=locations.app_pg_identities())
+    try:
+        dsn = reveal_dsn(database.location)  # the password is decrypted here only, for this connection
+    except DsnKeyError as exc:
+        raise SQLError(str(exc)) from None
+    return connect(database.engine, dsn, limits=limits, refuse=locations.app_pg_identities())
 
 
 def database_register(
@@ -75,7 +80,7 @@ def database_register(
     engine = engine or engine_for_location(location)
     location = normalise_location(engine, location, restricted=user is not None)
     database = existing or Database(name=name)
-    changed = database.pk is None or database.location != location or database.engine != engine
+    changed = database.pk is None or not _same_location(database, location) or database.engine != engine
     if column_descriptions is not None and column_descriptions != database.column_descriptions:
         database.column_descriptions = column_descriptions
         changed = True
@@ -101,6 +106,15 @@ def database_register(
     if refresh == "sync" and (changed or database.status != Database.Status.READY):
         database_refresh(database=database, force=changed)
     return database
+
+
+def _same_location(database: Database, location: str) -> bool:
+    if database.engine != Database.Engine.POSTGRESQL:
+        return database.location == location
+    try:
+        return reveal_dsn(database.location) == location
+    except DsnKeyError:
+        return False  # a password that cannot be read any more: the new one replaces it
 
 
 def _check_pg_role(dsn: str) -> None:
