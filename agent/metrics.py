@@ -5,10 +5,9 @@
   purpose: case (outside string literals), whitespace, identifier quoting,
   table aliases (``T1.name`` becomes ``singer.name``) and output-column
   aliases (``AS n``).
-- ``f_sc`` (eq. 3): 1 when the type of the predicted query's result matches
-  the answer type expected for the question (the strategy asks the LLM for
-  that type from the question alone; ``result_type`` and ``answer_type`` give
-  both sides a label from ``ANSWER_TYPES``).
+- ``f_sc`` (eq. 3): 1 when the type of the predicted query's result equals
+  the type of the model's direct answer A' (``result_type`` labels a result;
+  the HDSP strategy labels A' with the same words).
 - ``f_diff`` (eq. 4): 0, 1, 2 (simple, moderate, difficult) from the number
   of columns involved: <= 5, 6-9, >= 10. The paper defines it only for
   f_nc < t_nc; for f_nc >= t_nc (prediction close to the gold) it is 0 here,
@@ -33,20 +32,6 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 DEFAULT_T_NC = 0.8
-# Result / answer type labels. A question's expected type uses the same labels.
-ANSWER_TYPES = ("number", "text", "date", "boolean", "list", "record", "table", "empty")
-# An expected type is satisfied by these result types: a one-column list with a single row is a scalar,
-# a yes/no question is usually answered by a count or a flag, a table of one row is a record.
-_COMPATIBLE: dict[str, frozenset[str]] = {
-    "number": frozenset({"number"}),
-    "text": frozenset({"text"}),
-    "date": frozenset({"date"}),
-    "boolean": frozenset({"number", "text"}),
-    "list": frozenset({"list", "number", "text", "date"}),
-    "record": frozenset({"record"}),
-    "table": frozenset({"table", "record"}),
-    "empty": frozenset({"empty"}),
-}
 
 _STRING = re.compile(r"'(?:[^']|'')*'")
 _QUOTES = re.compile(r'["`\[\]]')
@@ -151,35 +136,9 @@ def value_type(value: Any) -> str:
     return "text" if value is not None else "empty"
 
 
-def answer_type(text: str) -> str | None:
-    """The first answer-type label named in an LLM reply ("Type: number" or just "number"), else None."""
-    lowered = text.lower()
-    m = re.search(r"\btype\s*:\s*([a-z/]+)", lowered)
-    if m:
-        label = _label(m.group(1))
-        if label:
-            return label
-    found = [(lowered.find(w), w) for w in (*ANSWER_TYPES, "yes/no") if re.search(rf"\b{re.escape(w)}\b", lowered)]
-    if not found:
-        return None
-    return _label(min(found)[1])
-
-
-def _label(word: str) -> str | None:
-    word = word.strip().rstrip(".")
-    if word in ("yes/no", "yes", "no", "bool"):
-        return "boolean"
-    return word if word in ANSWER_TYPES else None
-
-
 def f_sc(predicted_type: str | None, expected_type: str | None) -> int:
-    """Semantic comparison (eq. 3): 1 when the predicted result's type fits the expected answer type.
-
-    An unknown type on either side (no result, or an answer type the LLM did not name) counts as a mismatch.
-    """
-    if predicted_type is None or expected_type is None:
-        return 0
-    return int(predicted_type in _COMPATIBLE.get(expected_type, frozenset({expected_type})))
+    """Semantic comparison (eq. 3): 1 when R(result) = R(A'); an unknown type on either side is a mismatch."""
+    return int(predicted_type is not None and expected_type is not None and predicted_type == expected_type)
 
 
 # --- difficulty and feedback ---------------------------------------------------------------

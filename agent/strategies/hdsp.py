@@ -31,8 +31,9 @@ from typing import Any
 from agent.llm import ChatModel, Message
 from agent.metrics import (
     DEFAULT_T_NC,
-    column_bucket,
+    f_diff,
     f_nc,
+    f_sc,
     f_sf,
     mentioned_columns,
     result_type,
@@ -239,8 +240,8 @@ class HDSP(PipelineStrategy):
             n_col = len(linked)
             source = "schema_linking"
         nc = f_nc(turn.sql or "", cfg.gold_sql, engine) if cfg.gold_sql else None
-        sc = int(predicted is not None and expected is not None and predicted == expected)  # eq. 3
-        diff = 0 if nc is not None and nc >= cfg.t_nc else column_bucket(n_col)  # eq. 4 (0 where undefined)
+        sc = f_sc(predicted, expected)  # eq. 3
+        diff = f_diff(nc, n_col, cfg.t_nc)  # eq. 4 (0 where undefined)
         sf = f_sf(nc, sc, diff, cfg.t_nc)
         verdict = "hard: answering again with the extended prompt" if sf else "not hard: answer kept"
         shown = "n/a (no gold SQL)" if nc is None else f"{nc:.3f}"
