@@ -3,7 +3,16 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from agent import services
-from agent.models import AgentSession, Database, DatabaseGrant, ExamplePool, LLMEndpoint, Turn, UserBudget
+from agent.models import (
+    AgentSession,
+    AuditEntry,
+    Database,
+    DatabaseGrant,
+    ExamplePool,
+    LLMEndpoint,
+    Turn,
+    UserBudget,
+)
 
 
 class DatabaseAdminForm(forms.ModelForm):
@@ -123,3 +132,22 @@ class UserBudgetAdmin(admin.ModelAdmin):
     list_display = ("user", "tokens_per_day", "cost_per_day", "updated_at")
     search_fields = ("user__username",)
     autocomplete_fields = ("user",)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Read-only: entries are written by the audit recorder (agent/services/audit.py), never by hand."""
+
+    list_display = ("created_at", "actor_name", "via", "action", "target_type", "target")
+    list_filter = ("action", "target_type", "via")
+    search_fields = ("actor_name", "target")
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -46,6 +46,9 @@ class AgentConfig(AppConfig):
         from .services import login_throttle
 
         pre_save.connect(clean_before_save, dispatch_uid="t2s-text-hygiene")
+        from agent.services import audit
+
+        audit.connect()
         post_migrate.connect(_seed_roles, dispatch_uid="agent.seed_roles")
         post_save.connect(_default_roles, sender=settings.AUTH_USER_MODEL, dispatch_uid="agent.default_roles")
         user_login_failed.connect(login_throttle.on_login_failed, dispatch_uid="agent.login_failed")

@@ -1,9 +1,10 @@
+import datetime
 from dataclasses import fields
 
 from django import forms
 
 from agent import policies
-from agent.models import AgentSession, Database, name_validator
+from agent.models import AgentSession, AuditEntry, Database, name_validator
 from agent.services import few_shot
 from agent.strategies import STRATEGIES, FewShot
 from agent.tools import tool_names
@@ -119,3 +120,23 @@ class SessionFilterForm(forms.Form):
     def __init__(self, *args, user=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["database"].queryset = policies.visible_databases(user)
+
+
+class AuditFilterForm(forms.Form):
+    action = forms.ChoiceField(choices=[("", "Any action"), *AuditEntry.Action.choices], required=False)
+    actor = forms.CharField(required=False, label="Who (username, or 'system')")
+    target = forms.CharField(required=False, label="Target contains")
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}),
+                            help_text="Up to and including this day.")
+
+    def criteria(self) -> dict:
+        """The selector's filters: dates as UTC day bounds (``until`` includes its day)."""
+        if not self.is_valid():
+            return {}
+        data = {k: v for k, v in self.cleaned_data.items() if v}
+        for key, extra in (("since", 0), ("until", 1)):
+            if key in data:
+                day = data[key] + datetime.timedelta(days=extra)
+                data[key] = datetime.datetime.combine(day, datetime.time(), tzinfo=datetime.UTC)
+        return data

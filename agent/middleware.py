@@ -8,6 +8,22 @@ from django.http import HttpRequest
 from agent import policies
 
 
+class AuditContextMiddleware:
+    """Everything a request changes is recorded as done by its user (``agent/services/audit.py``); the request
+    itself is kept, so an API request authenticated by token is named once the API has authenticated it."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest):
+        from agent.services import audit
+
+        path = request.path_info
+        via = "admin" if path.startswith("/admin/") else "api" if path.startswith("/api/") else "web"
+        with audit.acting_as(request, via=via):
+            return self.get_response(request)
+
+
 class RoleRequiredMiddleware:
     """Signed-in accounts without a role get 403 everywhere but login, logout, the token endpoint and the admin.
 

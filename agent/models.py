@@ -529,3 +529,47 @@ class LLMCallLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint} slot {self.slot}"
+
+
+class AuditEntry(models.Model):
+    """Who did what to access or spend: databases, LLM endpoints, grants, budgets, roles, runs (``agent/audit.py``).
+
+    Written only by the audit recorder, never changed: the admin and the page list them read-only.
+    """
+
+    class Action(models.TextChoices):
+        DATABASE_REGISTER = "database.register", "registered a database"
+        DATABASE_CHANGE = "database.change", "changed a database"
+        DATABASE_DELETE = "database.delete", "deleted a database"
+        ENDPOINT_CREATE = "endpoint.create", "added an LLM endpoint"
+        ENDPOINT_CHANGE = "endpoint.change", "changed an LLM endpoint"
+        ENDPOINT_DELETE = "endpoint.delete", "deleted an LLM endpoint"
+        GRANT = "access.grant", "granted access to a database"
+        REVOKE = "access.revoke", "revoked access to a database"
+        BUDGET_CHANGE = "budget.change", "changed an account's budget"
+        ROLE_ADD = "role.add", "added an account to a role or group"
+        ROLE_REMOVE = "role.remove", "removed an account from a role or group"
+        ROLE_PERMISSIONS = "role.permissions", "changed a role's or group's permissions"
+        ACCOUNT_FLAGS = "account.flags", "changed an account's staff, superuser or active flag"
+        RUN_LAUNCH = "run.launch", "launched a run"
+        RUN_RESUME = "run.resume", "resumed a run"
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="audit_entries")
+    actor_name = models.CharField(max_length=150, blank=True,
+                                  help_text="The actor's username when it acted (kept if the account goes).")
+    via = models.CharField(max_length=20, blank=True, help_text="web, api, admin, command or worker.")
+    action = models.CharField(max_length=40, choices=Action.choices)
+    target_type = models.CharField(max_length=40)
+    target_id = models.CharField(max_length=64, blank=True)
+    target = models.CharField(max_length=300, help_text="What it was done to, as it was named then.")
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["action", "-created_at"]), models.Index(fields=["actor", "-created_at"]),
+                   models.Index(fields=["target_type", "target_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name or 'system'} {self.action} {self.target}"

@@ -50,6 +50,16 @@ def can_grant(user) -> bool:
     return _active(user) and user.has_perm("agent.add_databasegrant")
 
 
+def can_view_audit(user) -> bool:
+    """Read the audit log (who changed databases, endpoints, access, budgets, roles; who launched runs)."""
+    return _active(user) and user.has_perm("agent.view_auditentry")
+
+
+def check_can_view_audit(user) -> None:
+    if not can_view_audit(user):
+        raise PermissionDenied("The audit log is for Data admins.")
+
+
 def visible_databases(user) -> QuerySet[Database]:
     """The databases this user was granted (directly or through a group), plus the demo database."""
     if not can_view(user):

@@ -36,7 +36,7 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
                  "agent.add_databasegrant", "agent.change_databasegrant", "agent.delete_databasegrant",
                  "agent.view_databasegrant",
                  "agent.add_userbudget", "agent.change_userbudget", "agent.delete_userbudget",
-                 "agent.view_userbudget"],
+                 "agent.view_userbudget", "agent.view_auditentry"],
 }
 
 ROLES = tuple(ROLE_PERMISSIONS)

@@ -96,3 +96,24 @@ def ask_initial(*, user, requested: str = "") -> dict:
     if chosen is not None:
         out.update(database=chosen.name, source="demo" if demo else "first")
     return out
+
+
+def audit_list(*, action: str | None = None, actor: str | None = None, target: str | None = None,
+               target_type: str | None = None, since=None, until=None):
+    """Audit entries, newest first, filtered as the audit page asks (``until`` is exclusive)."""
+    from agent.models import AuditEntry
+
+    qs = AuditEntry.objects.select_related("actor")
+    if action:
+        qs = qs.filter(action=action)
+    if actor:
+        qs = qs.filter(actor_name__iexact=actor) if actor != "system" else qs.filter(actor_name="")
+    if target:
+        qs = qs.filter(target__icontains=target)
+    if target_type:
+        qs = qs.filter(target_type=target_type)
+    if since:
+        qs = qs.filter(created_at__gte=since)
+    if until:
+        qs = qs.filter(created_at__lt=until)
+    return qs

@@ -13,6 +13,7 @@ urlpatterns = [
     path("imports/<int:pk>/", views.import_job, name="import_job"),
     path("fidelity/", views.fidelity, name="fidelity"),
     path("account/", views.account, name="account"),
+    path("audit/", views.audit_list, name="audit_list"),
     path("databases/", views.database_list, name="database_list"),
     path("databases/register/", views.database_register, name="database_register"),
     path("databases/upload/", views.database_upload, name="database_upload"),

@@ -70,6 +70,7 @@ EXPECTATIONS: dict[str, Rule] = {
     "home": Rule({"GET": ALL}),
     "fidelity": Rule({"GET": ALL}),
     "account": Rule({"GET": ALL}),
+    "audit_list": Rule({"GET": only(DATA_ADMIN)}),
     "ask": Rule({"GET": ALL, "POST": only(ASKER)}),
     "session_list": Rule({"GET": ALL}),
     "session_detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.session.pk}, scoped=True),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
@@ -18,7 +18,7 @@ from agent.sql import Connector, Limits, SQLError, connect, with_foreign_keys
 from agent.sql.pg_roles import RoleRefused
 from agent.tools import BackendUnavailable, ToolBox, build_indexes, is_stale, read_manifest
 
-from . import locations
+from . import audit, locations
 from .jobs import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def database_register(
     database.full_clean()
     if engine == Database.Engine.POSTGRESQL:
         _check_pg_role(location)
-    with transaction.atomic():
+    with transaction.atomic(), audit.acting_as(user) if user is not None else nullcontext():
         database.save()
         if refresh == "async" and changed:
             # force: new descriptions change the column index even when the target file did not change

@@ -93,3 +93,11 @@ def _duration(seconds: float) -> str:
 def figure(value: object, kind: str = "number") -> str:
     """``{{ run.totals.ex|figure:"percent" }}``: see ``format_figure``. Every page writes its figures with it."""
     return format_figure(value, kind)
+
+
+@register.filter
+def can_view_audit(user) -> bool:
+    """The nav shows the audit log to those the policy lets read it."""
+    from agent import policies
+
+    return policies.can_view_audit(user)

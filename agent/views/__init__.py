@@ -1,4 +1,5 @@
 from .account import account
+from .audit import audit_list
 from .databases import database_detail, database_list, database_refresh, database_register, home, table_rows
 from .fidelity import fidelity
 from .sessions import ask, session_cancel, session_detail, session_list
@@ -7,7 +8,7 @@ from .tools import tool_console
 from .uploads import database_upload, import_job
 
 __all__ = [
-    "account", "ask", "database_detail", "database_list", "database_refresh", "database_register", "database_upload",
-    "favicon", "fidelity", "home", "import_job",
+    "account", "ask", "audit_list", "database_detail", "database_list", "database_refresh", "database_register",
+    "database_upload", "favicon", "fidelity", "home", "import_job",
     "session_cancel", "session_detail", "session_list", "table_rows", "tool_console",
 ]

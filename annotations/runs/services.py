@@ -22,9 +22,9 @@ from agent import services as agent_services
 from agent.hygiene import clean_instance
 from agent.metrics import f_nc
 from agent.models import Database, Turn
+from agent.services import audit, spend
 from agent.services import locations as agent_locations
 from agent.services import sessions as session_services
-from agent.services import spend
 from agent.services.jobs import enqueue_on_commit
 from agent.strategies import STRATEGIES, create_strategy
 from agent.textclean import JSONTooDeep, clean_text, json_loads
@@ -490,6 +490,11 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
         RunItem.objects.bulk_create([
             RunItem(run=run, question=q, prediction_note="" if q.database_id else "database not available here")
             for q in questions])
+        audit.record(action=audit.Action.RUN_LAUNCH, target_type="run", target=run.name, target_id=run.pk,
+                     actor=user, details={"dataset": dataset.name, "strategy": strategy, "questions": len(questions),
+                                          "endpoint": run.config["llm"].get("endpoint"),
+                                          "model": run.config["llm"].get("model"),
+                                          "max_concurrency": concurrency, "spend_cap": spend_cap})
         _dispatch_after_commit(run)
     return run
 
@@ -623,9 +628,11 @@ def run_resume(*, run: Run) -> Run:
     """Start again only what is missing: questions never run, and those whose session failed or was cancelled."""
     retry = run.items.filter(predicted_sql="").filter(
         Q(session__isnull=True) | Q(session__status__in=RETRYABLE_SESSION))
-    retry.update(session=None, prediction_note="", eval_status="", ex=None)
+    retried = retry.update(session=None, prediction_note="", eval_status="", ex=None)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, error="")
     run.refresh_from_db()
+    audit.record(action=audit.Action.RUN_RESUME, target_type="run", target=run.name, target_id=run.pk,
+                 details={"questions": retried})
     _dispatch_after_commit(run)
     return run
 
