@@ -572,4 +572,5 @@ class AuditEntry(models.Model):
                    models.Index(fields=["target_type", "target_id"])]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name or 'system'} {self.action} {self.target}"
+        when = f"{self.created_at:%Y-%m-%d %H:%M} " if self.created_at else ""
+        return f"{when}{self.actor_name or 'system'} {self.action} {self.target}"

@@ -62,8 +62,11 @@ def record(*, action: str, target_type: str, target: Any, target_id: Any = "", d
     via = current_actor()[1]
     if actor is None or not getattr(actor, "is_authenticated", False):
         actor = current_actor()[0]
+    name = actor.get_username() if actor is not None else ""
+    if actor is not None and actor.pk is None:
+        actor = None  # an account object not stored (a caller's stand-in): its name is kept
     return AuditEntry.objects.create(
-        actor=actor, actor_name=actor.get_username() if actor is not None else "", via=via, action=action,
+        actor=actor, actor_name=name, via=via, action=action,
         target_type=target_type, target_id=str(target_id or ""), target=clean_text(str(target))[:300],
         details=dict(details or {}))
 
