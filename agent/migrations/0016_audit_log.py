@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent', '0014_llm_call_leases'),
+        ('agent', '0015_column_backend_hybrid'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
