@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent', '0015_column_backend_hybrid'),
+        ('agent', '0016_encrypt_dsn_passwords'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
