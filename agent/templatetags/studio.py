@@ -49,8 +49,8 @@ def tool_fields(tool: str, form=None, suggest_prefix: str = "", required: bool =
 
 
 def format_figure(value: object, kind: str = "number") -> str:
-    """One way to write a figure: ``percent[:d]`` (a value already in percent, 2 decimals unless ``d``),
-    ``count`` (thousands separated), ``cost`` (US dollars, 4 decimals under a cent), ``duration`` (seconds
+    """One way to write a figure: ``percent[:d]`` (a value already in percent, 2 decimals unless ``d``: "82.20%"),
+    ``count`` (thousands separated), ``cost`` (US dollars, 4 decimals under a dollar), ``duration`` (seconds
     in, ms / s / min / h out), ``fixed[:d]`` (d decimals, default 2), ``number`` (a count when whole, else 2
     decimals). Missing or non-numeric values read "–"."""
     kind, _, digits = (kind or "number").partition(":")
@@ -64,11 +64,11 @@ def format_figure(value: object, kind: str = "number") -> str:
         return "–"
     places = int(digits) if digits.isdigit() else None
     if kind == "percent":
-        return f"{number:.{2 if places is None else places}f} %"
+        return f"{number:.{2 if places is None else places}f}%"
     if kind == "count":
         return f"{round(number):,}"
     if kind == "cost":
-        return f"${number:,.{4 if abs(number) < 0.01 and number else 2}f}"
+        return f"${number:,.{4 if abs(number) < 1 and number else 2}f}"
     if kind == "duration":
         return _duration(number)
     if kind == "fixed":

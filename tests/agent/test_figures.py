@@ -7,13 +7,14 @@ from agent.templatetags.studio import format_figure
 
 
 @pytest.mark.parametrize(("value", "kind", "text"), [
-    (82.20164609053498, "percent", "82.20 %"),
-    (82.20164609053498, "percent:1", "82.2 %"),
-    (100, "percent", "100.00 %"),
+    (82.20164609053498, "percent", "82.20%"),
+    (82.20164609053498, "percent:1", "82.2%"),
+    (100, "percent", "100.00%"),
     (1034, "count", "1,034"),
     (12345.6, "count", "12,346"),
     (0.00123456, "cost", "$0.0012"),
     (3.5, "cost", "$3.50"),
+    (0.0123, "cost", "$0.0123"),
     (0, "cost", "$0.00"),
     (0.25, "duration", "250 ms"),
     (12.34, "duration", "12.3 s"),
@@ -35,4 +36,4 @@ def test_format_figure(value, kind, text):
 def test_the_filter_in_a_template():
     rendered = Template('{% load studio %}{{ ex|figure:"percent" }} of {{ n|figure:"count" }}').render(
         Context({"ex": 82.20164609053498, "n": 1034}))
-    assert rendered == "82.20 % of 1,034"
+    assert rendered == "82.20% of 1,034"

@@ -269,9 +269,9 @@ def test_queue_pages_dashboard_chart_csv_and_exports(annotators, tiny_run, staff
     dashboard = client.get(reverse("labels:dashboard", args=[tiny_run.pk])).content.decode()
     assert "chart-categories" in dashboard and "chartjs/chart.umd.min.js" in dashboard
     csv_text = client.get(reverse("labels:chart_csv", args=[tiny_run.pk, "categories"])).content.decode()
-    assert "distinct,Distinct,1,Mismatch · 100.0 %" in csv_text
+    assert "distinct,Distinct,1,Mismatch · 100.0%" in csv_text
     tables = client.get(reverse("labels:chart_csv", args=[tiny_run.pk, "tables"])).content.decode()
-    assert "1,1,25.0,1/4 · 80.00 % of questions" in tables and "2,2,0.0,0/1 · 20.00 % of questions" in tables
+    assert "1,1,25.0,1/4 · 80.00% of questions" in tables and "2,2,0.0,0/1 · 20.00% of questions" in tables
     by_tables = client.get(reverse("labels:questions", args=[tiny_run.pk]) + "?tables=2").content.decode()
     assert "concert in 2014" in by_tables and "older than 35" not in by_tables
     listed = client.get(reverse("labels:questions", args=[tiny_run.pk]) + "?category=distinct").content.decode()
