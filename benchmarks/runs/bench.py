@@ -1,0 +1,190 @@
+"""``make bench-runs``: how close a run of our agent comes to what the worker and the LLM allow.
+
+On PostgreSQL and Redis of its own (tests/support/private_services.py; ``--embedded`` uses the SQLite app
+database and broker instead), with the replay LLM server and a dataset built on the spot (no ../shared):
+
+1. worker-bound baseline: ``--baseline`` sessions posted at once (no run), one worker with ``--threads``
+   threads, LLM at ``--latency-ms``: the sessions per second this worker manages when it never waits;
+2. a run of ``--questions`` questions (``--rounds`` LLM calls each, same latency) at concurrency
+   ``--threads``: its throughput as a percentage of that baseline (target 60 %), the dispatcher's CPU
+   share of the worker's (target under 10 %), the worker's RSS over the run, the ETA shown at 25 %;
+3. an LLM-bound run: ``--slow-questions`` questions at ``--slow-latency-ms`` per call, concurrency
+   ``--slow-concurrency``: wall time against ceil(questions / concurrency) x rounds x latency (target 90 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class App:
+    def __init__(self, env: dict[str, str], var: Path) -> None:
+        self.env, self.var = env, var
+
+    def step(self, *args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "benchmarks.runs.setup", *args], cwd=ROOT, env=self.env,
+                              capture_output=True, text=True, timeout=1800)
+        if done.returncode:
+            raise SystemExit(f"step {args} failed:\n{done.stderr[-4000:]}")
+        return done.stdout.strip()
+
+    def report(self, what: str) -> dict:
+        return json.loads(self.step("report", what).splitlines()[-1])
+
+    def worker(self, threads: int, stats: Path) -> subprocess.Popen:
+        log = (self.var / f"worker-{stats.stem}.log").open("w")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.runs.worker", str(stats), "-A", "t2s_site", "worker", "--pool",
+             "threads", "--concurrency", str(threads), "--without-gossip", "--without-mingle",
+             "--without-heartbeat", "-n", "bench@%h", "--loglevel", "WARNING"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while not stats.exists() or not stats.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"worker did not start:\n{(self.var / f'worker-{stats.stem}.log').read_text()}")
+            time.sleep(0.2)
+        time.sleep(3)  # connected and consuming
+        return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def samples(stats: Path) -> list[dict]:
+    return [json.loads(line) for line in stats.read_text().splitlines() if line.strip()]
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--questions", type=int, default=1500)
+    parser.add_argument("--baseline", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency-ms", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--slow-questions", type=int, default=320)
+    parser.add_argument("--slow-latency-ms", type=int, default=1000)
+    parser.add_argument("--slow-concurrency", type=int, default=64)
+    parser.add_argument("--embedded", action="store_true", help="SQLite app database and broker")
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(ROOT))
+    from tests.support.private_services import PrivatePostgres, PrivateRedis
+    from tests.support.replay_server import ReplayServer
+    from tests.support.run_dataset import replay_script
+
+    var = Path(tempfile.mkdtemp(prefix="t2s-bench-runs-"))
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "T2S_INDEX_DIR")}
+    env.update(T2S_VAR_DIR=str(var), LOG_LEVEL="WARNING")
+    pg = redis = None
+    if not args.embedded:
+        pg, redis = PrivatePostgres().start(), PrivateRedis().start()
+        pg.execute("CREATE DATABASE t2s_bench")
+        env.update(DATABASE_URL=pg.url("t2s_bench"), CELERY_BROKER_URL=redis.url)
+    app = App(env, var)
+    try:
+        app.step("migrate")
+        print(f"bench-runs: {'embedded SQLite' if args.embedded else 'PostgreSQL + Redis'}, one worker "
+              f"(threads pool, {args.threads} threads), replay LLM; {time.strftime('%Y-%m-%d %H:%M')}")
+
+        # 1. baseline: every session queued at once
+        app.step("dataset", str(args.baseline), "baseline")
+        with ReplayServer(replay_script(args.baseline, rounds=args.rounds, latency_ms=args.latency_ms)) as server:
+            app.step("endpoint", server.url)
+            stats = var / "baseline.jsonl"
+            worker = app.worker(args.threads, stats)
+            try:
+                app.step("sessions", "baseline")
+                wait_until(lambda: app.report("sessions")["active"] == 0, 1800, "the baseline sessions")
+            finally:
+                stop(worker)
+            base = app.report("sessions")
+        base_rate = base["total"] / (base["last_finish"] - base["first_start"])
+        print(f"\n1. worker-bound baseline: {base['total']} sessions posted at once, {args.rounds} rounds at "
+              f"{args.latency_ms} ms: {base_rate:.1f} sessions/s ({base['answered']} answered)")
+
+        # 2. the same pace through a run of many questions
+        app.step("dataset", str(args.questions), "big")
+        with ReplayServer(replay_script(args.questions, rounds=args.rounds, latency_ms=args.latency_ms)) as server:
+            app.step("endpoint", server.url)
+            stats = var / "big.jsonl"
+            worker = app.worker(args.threads, stats)
+            try:
+                run_id = app.step("run", "big", str(args.threads)).splitlines()[-1]
+                quarter = wait_until(lambda: (r := app.report(run_id))["answered"] >= args.questions // 4 and r,
+                                     3600, "a quarter of the run")
+                print(f"   at 25 %: ETA shown {quarter['eta_s']:.0f} s", end="")
+                sys.stdout.flush()
+                t_quarter = time.time()
+                final = wait_until(lambda: (r := app.report(run_id))["status"] == "done" and r, 3600, "the run")
+                print(f", took {final['last_finish'] - t_quarter:.0f} s more")
+            finally:
+                stop(worker)
+        rows = samples(stats)
+        wall = final["last_finish"] - final["created"]
+        rate = final["total"] / wall
+        during = [r for r in rows if final["created"] <= r["t"] <= final["last_finish"]] or rows
+        cpu = during[-1]["cpu_s"] - during[0]["cpu_s"]
+        dispatch = during[-1]["dispatch_cpu_s"] - during[0]["dispatch_cpu_s"]
+        rss = [r["rss_mb"] for r in during]
+        marks = [rss[min(len(rss) - 1, int(len(rss) * f))] for f in (0, 0.25, 0.5, 0.75, 1.0)]
+        print(f"2. run of {final['total']} questions at concurrency {args.threads}: {wall:.1f} s to the last session, "
+              f"{rate:.1f} sessions/s = {100 * rate / base_rate:.0f} % of the worker-bound baseline (target 60 %); "
+              f"scored {final['evaluated'] - final['last_finish']:.1f} s later by the evaluation task, "
+              f"{final['correct']} correct")
+        print(f"   dispatcher CPU {dispatch:.1f} s of the worker's {cpu:.1f} s = {100 * dispatch / cpu:.1f} % "
+              f"(target under 10 %) in {during[-1]['dispatches'] - during[0]['dispatches']} passes")
+        print("   worker RSS (MB) at 0/25/50/75/100 % of the run: " + " / ".join(f"{m:.0f}" for m in marks))
+
+        # 3. LLM-bound: slow calls, many at once
+        app.step("dataset", str(args.slow_questions), "slow")
+        with ReplayServer(replay_script(args.slow_questions, rounds=args.rounds,
+                                        latency_ms=args.slow_latency_ms)) as server:
+            app.step("endpoint", server.url)
+            worker = app.worker(args.slow_concurrency, var / "slow.jsonl")
+            try:
+                run_id = app.step("run", "slow", str(args.slow_concurrency)).splitlines()[-1]
+                slow = wait_until(lambda: (r := app.report(run_id))["status"] == "done" and r, 3600, "the slow run")
+            finally:
+                stop(worker)
+        wall = slow["last_finish"] - slow["created"]
+        ideal = math.ceil(args.slow_questions / args.slow_concurrency) * args.rounds * args.slow_latency_ms / 1000
+        print(f"3. run of {slow['total']} questions, {args.rounds} calls of {args.slow_latency_ms} ms, concurrency "
+              f"{args.slow_concurrency}: {wall:.1f} s, LLM-bound ideal {ideal:.1f} s = {100 * ideal / wall:.0f} % "
+              f"(target 90 %)")
+    finally:
+        if redis is not None:
+            redis.close()
+        if pg is not None:
+            pg.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""Steps of ``make bench-runs`` that run in the app's own environment (a process per step, like a user's command).
+
+``dataset N NAME``, ``endpoint URL``, ``sessions NAME``, ``run NAME CONCURRENCY``, ``report RUN_ID|sessions``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "t2s_site.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db.models import Max, Min
+
+    from agent.models import AgentSession, LLMEndpoint
+    from agent.services import sessions
+    from annotations.runs import services
+    from annotations.runs.models import Dataset, Run
+    from tests.support.run_dataset import write_dataset
+
+    command = argv[0]
+    if command == "migrate":
+        call_command("migrate", verbosity=0)
+    elif command == "dataset":
+        path = write_dataset(Path(tempfile.mkdtemp(prefix="t2s-bench-data-")) / argv[2], int(argv[1]))
+        services.dataset_import(kind="jsonl", path=path, name=argv[2], build_indexes=True)
+    elif command == "endpoint":
+        LLMEndpoint.objects.update_or_create(name="replay", defaults={
+            "base_url": argv[1], "model": "replay-model", "api_key_env": "", "is_default": True,
+            "max_concurrency": 256, "timeout_s": 30, "max_retries": 3})
+    elif command == "sessions":  # every question posted at once, no run: the worker's own pace
+        dataset = Dataset.objects.get(name=argv[1])
+        for q in dataset.questions.select_related("database"):
+            sessions.session_create(database=q.database, question=q.question, zero_shot=True)
+    elif command == "run":
+        run = services.run_create_agent(dataset=Dataset.objects.get(name=argv[1]), name=argv[1],
+                                        max_concurrency=int(argv[2]), zero_shot=True)
+        print(run.pk)
+    elif command == "report":
+        if argv[1] == "sessions":
+            qs, run = AgentSession.objects.filter(run_items__isnull=True), None
+        else:
+            run = Run.objects.get(pk=int(argv[1]))
+            qs = AgentSession.objects.filter(run_items__run=run)
+        agg = qs.aggregate(first=Min("started_at"), last=Max("finished_at"))
+        out = {"total": qs.count(), "active": qs.filter(status__in=AgentSession.ACTIVE).count(),
+               "answered": qs.filter(status="answered").count(),
+               "first_start": agg["first"].timestamp() if agg["first"] else None,
+               "last_finish": agg["last"].timestamp() if agg["last"] else None}
+        if run is not None:
+            out.update(status=run.status, created=run.created_at.timestamp(),
+                       evaluated=run.evaluated_at.timestamp() if run.evaluated_at else None,
+                       correct=(run.totals or {}).get("correct"), eta_s=services.run_progress(run=run)["eta_s"])
+        print(json.dumps(out))
+    else:
+        raise SystemExit(f"unknown step {command!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,68 @@
+"""A Celery worker that also samples itself, for ``make bench-runs``.
+
+``python -m benchmarks.runs.worker STATS_FILE <celery worker arguments>``: the real worker, with
+``run_dispatch`` wrapped to add up the CPU time of the threads running it, and a thread writing one JSON
+line per second to STATS_FILE: the process's CPU seconds, the dispatcher's, and the resident set size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import threading
+import time
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main() -> None:
+    stats_file, celery_args = sys.argv[1], sys.argv[2:]
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "t2s_site.settings")
+    import django
+
+    django.setup()
+    from annotations.runs import services
+
+    lock = threading.Lock()
+    dispatch_cpu = [0.0, 0]
+    original = services.run_dispatch
+
+    def timed(**kwargs):
+        started = time.thread_time()
+        try:
+            return original(**kwargs)
+        finally:
+            with lock:
+                dispatch_cpu[0] += time.thread_time() - started
+                dispatch_cpu[1] += 1
+
+    services.run_dispatch = timed
+
+    def sample() -> None:
+        with open(stats_file, "a") as out:
+            while True:
+                usage = resource.getrusage(resource.RUSAGE_SELF)
+                with lock:
+                    line = {"t": time.time(), "cpu_s": usage.ru_utime + usage.ru_stime,
+                            "dispatch_cpu_s": dispatch_cpu[0], "dispatches": dispatch_cpu[1], "rss_mb": _rss_mb()}
+                out.write(json.dumps(line) + "\n")
+                out.flush()
+                time.sleep(1)
+
+    threading.Thread(target=sample, daemon=True, name="bench-sampler").start()
+    from celery.__main__ import main as celery_main
+
+    sys.argv = ["celery", *celery_args]
+    celery_main()
+
+
+if __name__ == "__main__":
+    main()
