@@ -300,7 +300,8 @@ def _rerender(shot, database: Database, cfg):
     from agent.strategies.exemplars import rerendered
     from agent.strategies.interactive_t2s import clip_observation
 
-    with toolbox_for(database, profile=cfg.observation_profile) as tools:
+    with toolbox_for(database, profile=cfg.observation_profile,
+                     column_ranking=getattr(cfg, "column_ranking", "index")) as tools:
         return rerendered(shot, lambda name, args, kwargs: clip_observation(
             tools.run(name, args, kwargs).observation, cfg.max_observation_chars))
 
@@ -411,7 +412,8 @@ def session_execute(*, session_id: int) -> None:
             strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
             tools = cleanup.enter_context(toolbox_for(
                 session.database, enabled=getattr(strategy.config, "enabled_tools", None),
-                profile=getattr(strategy.config, "observation_profile", "default")))
+                profile=getattr(strategy.config, "observation_profile", "default"),
+                column_ranking=getattr(strategy.config, "column_ranking", "index")))
             # Every call passes the session's gate: the daily budget, then an endpoint slot (agent/services/gates.py).
             deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
             # The wall-clock limit cuts a call in flight too (its timeout and retries end at the deadline).

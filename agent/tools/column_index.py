@@ -132,12 +132,13 @@ class ColumnIndex:
     def search(self, phrase: str, k: int = 5) -> list[tuple[ColumnDoc, float]]:
         return self.search_many([phrase], k)[0]
 
-    def search_many(self, phrases: list[str], k: int = 5) -> list[list[tuple[ColumnDoc, float]]]:
+    def search_many(self, phrases: list[str], k: int = 5, *, ranking: str = "index") -> list[list[tuple[ColumnDoc, float]]]:
         """Top-k columns per phrase; an embedding backend embeds all phrases in one call.
 
         Embedding backends always return k columns (every column has a similarity); ``hybrid`` fuses
         the embedding ranking with BM25's by reciprocal rank (1/(60 + rank) from each list), so a
         column named by the phrase's words rises while a paraphrase still finds its column.
+        ``ranking="embedding"`` ranks a hybrid index by its embeddings alone (the authors' SearchColumn).
         """
         if not self.docs:
             return [[] for _ in phrases]
@@ -150,7 +151,7 @@ class ColumnIndex:
                 out = []
                 for phrase, query in zip(phrases, queries, strict=True):
                     sims = self.vectors @ query
-                    if self.backend == "hybrid":
+                    if self.backend == "hybrid" and ranking != "embedding":
                         out.append(self._fused(phrase, sims, k))
                         continue
                     order = sorted(range(len(self.docs)), key=lambda i: (-float(sims[i]), self._key(i)))

@@ -46,12 +46,12 @@ def format_column(doc: ColumnDoc, case_sensitive: bool = False) -> str:
     return " | ".join(parts)
 
 
-def find_columns(index: ColumnIndex, query: object, *, k: int = DEFAULT_K) -> ToolOutput:
+def find_columns(index: ColumnIndex, query: object, *, k: int = DEFAULT_K, ranking: str = "index") -> ToolOutput:
     phrases = str_list(query, "query")
     if not phrases or not any(p.strip() for p in phrases):
         raise ToolError('SearchColumn needs words describing a column, e.g. SearchColumn("singer age").')
     asked = [p for p in phrases if p.strip()]
-    hits = dict(zip(asked, index.search_many(asked, k), strict=True))
+    hits = dict(zip(asked, index.search_many(asked, k, ranking=ranking), strict=True))
     return ToolOutput(ColumnMatches(tuple(phrases), hits, index.case_sensitive))
 
 
@@ -79,7 +79,8 @@ def search_column(index: ColumnIndex, query: object, *, k: int = DEFAULT_K) -> T
 
 
 def _execute(ctx: ToolContext, a: Mapping[str, Any]) -> ToolOutput:
-    return find_columns(ctx.indexes.columns, a["query"], k=ctx.column_k)
+    return find_columns(ctx.indexes.columns, a["query"], k=ctx.column_k,
+                        ranking=getattr(ctx, "column_ranking", "index"))
 
 
 SPEC = ToolSpec(

@@ -92,6 +92,7 @@ class ToolContext(Protocol):
     connector: Connector
     limits: Limits | None
     column_k: int
+    column_ranking: str  # "index" (the column index's backend) or "embedding" (embeddings alone, when built)
     value_limit: int
     show_rows: int
 

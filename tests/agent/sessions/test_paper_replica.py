@@ -11,7 +11,8 @@ from agent.services import sessions
 
 pytestmark = pytest.mark.django_db
 
-REPLICA = {"observation_profile": "paper", "authors_sql_rules": True, "authors_case_retry": True}
+REPLICA = {"observation_profile": "paper", "authors_sql_rules": True, "authors_case_retry": True,
+           "column_ranking": "embedding"}
 
 
 def _replica(config) -> bool:
@@ -28,6 +29,7 @@ def test_the_preset_sets_the_papers_exemplars_formats_and_switches(demo_database
     plain = sessions.session_create(database=demo_database, question="q", enqueue=False)
     assert plain.config["preset"] is None and plain.config["strategy"]["observation_profile"] == "default"
     assert not plain.config["strategy"]["authors_sql_rules"] and not plain.config["strategy"]["authors_case_retry"]
+    assert plain.config["strategy"]["column_ranking"] == "index"
 
 
 def test_the_preset_is_one_flag_for_ask_and_the_api_and_refuses_zero_shot(demo_database, replay_llm, staff_client):

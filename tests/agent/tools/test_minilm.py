@@ -63,3 +63,23 @@ def test_words_of_the_column_name_still_rank_it_first(default_toolbox: ToolBox) 
         '- "Stage Venue".CityName TEXT')
     assert default_toolbox.run("SearchColumn", ["concert theme"]).observation.splitlines()[1].startswith(
         "- concert.theme TEXT")
+
+
+def test_embedding_ranking_reads_a_hybrid_index_without_bm25(connector: Connector, index_dir: Path) -> None:
+    from agent.tools.column_index import ColumnIndex
+    from agent.tools.search_column import format_column
+
+    build_indexes(connector, index_dir)
+    index = ColumnIndex(index_dir / read_manifest(index_dir).version, "hybrid")
+    phrase = "concert theme"
+    fused = index.search_many([phrase], 5)[0]
+    alone = index.search_many([phrase], 5, ranking="embedding")[0]
+    sims = index.vectors @ index.embedder.embed([phrase])[0]
+    best = sorted(range(len(index.docs)), key=lambda i: -float(sims[i]))[:5]
+    assert [(d.table, d.column) for d, _ in alone] == [(index.docs[i].table, index.docs[i].column) for i in best]
+    assert [s for _, s in alone] == pytest.approx([float(sims[i]) for i in best])
+    assert all(s < 0.1 for _, s in fused)  # reciprocal-rank scores, not cosines
+    with ToolBox(connector, index_dir, column_ranking="embedding") as tools:
+        lines = tools.run("SearchColumn", [phrase]).observation.splitlines()[1:]
+    assert [line.split(" | ")[0] for line in lines] == [format_column(d).split(" | ")[0] for d, _ in alone]
+    clear_cache()
