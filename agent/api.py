@@ -7,6 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -182,24 +183,62 @@ class SessionCreateSerializer(serializers.Serializer):
 
 
 
+class SessionCursorPagination(CursorPagination):
+    """Newest first, by cursor: ``next``/``previous`` links carry the position, so page 5,000 costs what page 1
+    does (an offset re-read every earlier row). ``?page_size=`` up to 200."""
+
+    ordering = ("-created_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class TurnCursorPagination(CursorPagination):
+    """A session's turns in order; ``?after=<index>`` starts after a turn the client already has."""
+
+    ordering = ("index",)
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
 class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                      viewsets.GenericViewSet):
-    """Agent sessions: create one (it runs on a worker), follow its turns, cancel it."""
+    """Agent sessions: create one (it runs on a worker), follow its turns, cancel it.
+
+    The list is newest first, paginated by cursor (follow ``next``); filters ``?database=&status=&strategy=&model=``
+    and ``?q=`` (question contains)."""
 
     permission_classes = [permissions.IsAuthenticated, PolicyPermission]
     write_policies = {"create": policies.can_ask, "cancel": policies.can_view}  # cancel: checked per session
+    pagination_class = SessionCursorPagination
 
     def get_queryset(self):
         params = self.request.query_params
         user = self.request.user
+        if self.action != "list":
+            qs = policies.visible_sessions(user).select_related("database", "created_by")
+            return qs.prefetch_related("turns") if self.action == "retrieve" else qs
         database = (policies.visible_databases(user).filter(name=params["database"]).first()
                     if params.get("database") else None)
         if params.get("database") and database is None:
             return AgentSession.objects.none()
-        qs = selectors.session_list(viewer=user, database=database, status=params.get("status"), q=params.get("q"))
-        if self.action == "retrieve":
-            qs = qs.prefetch_related("turns")
-        return qs
+        return selectors.session_list(viewer=user, database=database, status=params.get("status"),
+                                      strategy=params.get("strategy"), model=params.get("model"),
+                                      q=(params.get("q") or "")[:500])
+
+    @extend_schema(responses={200: TurnSerializer(many=True)})
+    @action(detail=True, methods=["get"], pagination_class=TurnCursorPagination)
+    def turns(self, request: Request, pk: str | None = None) -> Response:
+        """The session's turns in order, by cursor; ``?after=<index>`` returns only later turns (a live client
+        polls with the last index it has)."""
+        session = self.get_object()
+        qs = Turn.objects.filter(session=session)
+        after = request.query_params.get("after", "")
+        if after.lstrip("-").isdigit():
+            qs = qs.filter(index__gt=int(after))
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(TurnSerializer(page, many=True).data)
 
     def get_serializer_class(self):
         return SessionDetailSerializer if self.action == "retrieve" else SessionSerializer

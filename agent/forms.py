@@ -115,11 +115,14 @@ class SessionFilterForm(forms.Form):
     status = forms.ChoiceField(choices=[("", "Any status"), *AgentSession.Status.choices], required=False)
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    q = forms.CharField(required=False, label="Question contains")
+    q = forms.CharField(required=False, label="Question contains", max_length=500)
+    strategy = forms.ChoiceField(required=False)
+    model = forms.CharField(required=False, max_length=200, label="Model")
 
     def __init__(self, *args, user=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["database"].queryset = policies.visible_databases(user)
+        self.fields["strategy"].choices = [("", "Any strategy"), *((name, name) for name in STRATEGIES)]
 
 
 class AuditFilterForm(forms.Form):

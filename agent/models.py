@@ -241,6 +241,8 @@ class AgentSession(models.Model):
     question = models.TextField()
     evidence = models.TextField(blank=True)
     strategy = models.CharField(max_length=50, default="interactive_t2s")
+    model = models.CharField(max_length=200, blank=True,
+                             help_text="The LLM the session calls (from its config; a column so lists filter on it).")
     config = models.JSONField(default=dict, help_text="Snapshot: strategy config, LLM, exemplar set version, tools.")
     llm_endpoint = models.ForeignKey(LLMEndpoint, null=True, blank=True, on_delete=models.SET_NULL)
     created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL,
@@ -274,9 +276,21 @@ class AgentSession(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # The sessions list and /api/sessions/ sort and filter on these; each index ends with the id, the
+        # keyset tie-break (agent.keyset), and serves both directions (scanned backwards for descending sorts).
+        # The question filter's trigram index is PostgreSQL-only (migration 0015).
         indexes = [
             models.Index(fields=["database", "-created_at"]),
             models.Index(fields=["status", "heartbeat_at"]),
+            models.Index(fields=["-created_at", "-id"], name="session_created_idx"),
+            models.Index(fields=["status", "-created_at", "-id"], name="session_status_created_idx"),
+            models.Index(fields=["strategy", "-created_at", "-id"], name="session_strategy_created_idx"),
+            models.Index(fields=["model", "-created_at", "-id"], name="session_model_created_idx"),
+            models.Index(fields=["created_by", "-created_at", "-id"], name="session_user_created_idx"),
+            models.Index(fields=["rounds", "id"], name="session_rounds_idx"),
+            models.Index(models.F("prompt_tokens") + models.F("completion_tokens"), "id", name="session_tokens_idx"),
+            models.Index(fields=["cost", "id"], name="session_cost_idx"),
+            models.Index(fields=["elapsed_ms", "id"], name="session_latency_idx"),
         ]
 
     def __str__(self) -> str:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime, time, timedelta
+
+from django.db.models import F
+from django.utils import timezone
+
+from agent.keyset import KeysetPage, SortKey, paginate
 from agent.models import Database, Turn
 from agent.services import open_connector
 from agent.sql import Limits, QueryResult, SchemaInfo, TableInfo
@@ -37,9 +43,28 @@ def table_preview(*, database: Database, table: TableInfo, rows: int = 10) -> Qu
         return conn.execute(f"SELECT * FROM {conn.quote_table(table.name)} LIMIT {int(rows)}")
 
 
+# How the sessions list and /api/sessions/ may be ordered (``?sort=``): newest first unless asked.
+SESSION_SORTS: dict[str, SortKey] = {
+    "-created": SortKey("created_at"),
+    "created": SortKey("created_at", descending=False),
+    "-rounds": SortKey("rounds"),
+    "rounds": SortKey("rounds", descending=False),
+    "-tokens": SortKey("tokens", expression=F("prompt_tokens") + F("completion_tokens")),
+    "tokens": SortKey("tokens", descending=False, expression=F("prompt_tokens") + F("completion_tokens")),
+    "-cost": SortKey("cost", nullable=True),
+    "cost": SortKey("cost", descending=False, nullable=True),
+    "-latency": SortKey("elapsed_ms", nullable=True),
+    "latency": SortKey("elapsed_ms", descending=False, nullable=True),
+}
+DEFAULT_SESSION_SORT = "-created"
+
+
 def session_list(*, viewer, database=None, status: str | None = None, since=None, until=None, q: str | None = None,
-                 user=None):
-    """Sessions ``viewer`` may see (on databases granted to them), filtered; ``user``: only those they asked."""
+                 user=None, strategy: str | None = None, model: str | None = None):
+    """Sessions ``viewer`` may see (on databases granted to them), filtered; ``user``: only those they asked.
+
+    ``q`` is a case-insensitive substring of the question: on PostgreSQL a trigram index answers it
+    (migration 0015), on SQLite it is a scan."""
     from agent import policies
 
     qs = policies.visible_sessions(viewer).select_related("database", "created_by")
@@ -47,10 +72,14 @@ def session_list(*, viewer, database=None, status: str | None = None, since=None
         qs = qs.filter(database=database)
     if status:
         qs = qs.filter(status=status)
+    if strategy:
+        qs = qs.filter(strategy=strategy)
+    if model:
+        qs = qs.filter(model=model)
     if since:
-        qs = qs.filter(created_at__date__gte=since)
+        qs = qs.filter(created_at__gte=_day_start(since))
     if until:
-        qs = qs.filter(created_at__date__lte=until)
+        qs = qs.filter(created_at__lt=_day_start(until + timedelta(days=1)))
     if q:
         qs = qs.filter(question__icontains=q)
     if user is not None:
@@ -58,13 +87,53 @@ def session_list(*, viewer, database=None, status: str | None = None, since=None
     return qs
 
 
-def session_turns(*, session, with_prompts: bool = False):
-    """The session's turns in order. ``with_prompts``: each turn gets ``full_prompt``, the exact messages its
-    LLM call received (stored turns keep only what they added to the previous turn's prompt)."""
+def session_page(qs, *, sort: str = DEFAULT_SESSION_SORT, cursor: str | None = None, size: int = 30,
+                 count: bool = True) -> KeysetPage:
+    """One page of ``qs`` in the order ``sort`` names (see SESSION_SORTS), by keyset: deep pages cost what the
+    first does. Unknown sorts fall back to newest first."""
+    key = SESSION_SORTS.get(sort) or SESSION_SORTS[DEFAULT_SESSION_SORT]
+    return paginate(qs, key=key, cursor=cursor, size=size, count=count)
+
+
+def session_models(*, viewer) -> list[str]:
+    """The models sessions were run with, for the list's filter (a distinct over the model index)."""
+    from agent.models import LLMEndpoint
+
+    names = set(LLMEndpoint.objects.values_list("model", flat=True))
+    for endpoint_models in LLMEndpoint.objects.values_list("allowed_models", flat=True):
+        names.update(m for m in endpoint_models or [] if isinstance(m, str))
+    from agent.conf import agent_settings
+
+    if agent_settings.LLM_MODEL:
+        names.add(agent_settings.LLM_MODEL)
+    return sorted(n for n in names if n)
+
+
+def _day_start(day):
+    """Midnight of ``day`` in the current time zone: a date filter as a range on the created_at index
+    (``created_at__date`` wraps the column in a function no index answers)."""
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def session_turns(*, session, with_prompts: bool = False, after: int | None = None):
+    """The session's turns in order (``after``: only those with a greater index, what a live page lacks).
+
+    ``with_prompts``: each turn gets ``full_prompt``, the exact messages its LLM call received (stored turns keep
+    only what they added to the previous turn's prompt, so the chain is rebuilt from the stored parts; for new
+    turns only, the earlier parts are read as values and nothing of the earlier turns is rendered again)."""
+    qs = Turn.objects.for_session(session)
+    if after is not None:
+        qs = qs.filter(index__gt=after)
     if not with_prompts:
-        return Turn.objects.for_session(session).defer("prompt")
-    turns = list(Turn.objects.for_session(session))
+        return qs.defer("prompt")
+    turns = list(qs)
     previous: list = []
+    if after is not None and turns:
+        for _index, prefix_len, prompt in (Turn.objects.filter(session=session, index__lte=after).order_by("index")
+                                           .values_list("index", "prompt_prefix_len", "prompt")):
+            messages = previous[:prefix_len] + list(prompt or [])
+            if messages:
+                previous = messages
     for turn in turns:
         messages = previous[: turn.prompt_prefix_len] + list(turn.prompt or [])
         turn.full_prompt = messages if turn.completion is not None or turn.error and messages else []

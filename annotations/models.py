@@ -127,6 +127,9 @@ class ExemplarSet(models.Model):
         return reverse("exemplars:set_detail", args=[self.pk])
 
     def latest_version(self) -> ExemplarSetVersion | None:
+        prefetched = getattr(self, "_prefetched_objects_cache", {}).get("versions")
+        if prefetched is not None:  # a list page prefetched them: no query per set
+            return max(prefetched, key=lambda v: v.number, default=None)
         return self.versions.order_by("-number").first()
 
 

@@ -222,12 +222,19 @@ def session_create(
     with transaction.atomic():
         session = AgentSession.objects.create(
             database=database, question=question, evidence=(evidence or "").strip(), strategy=strategy,
-            config=config, llm_endpoint=endpoint if endpoint.pk else None, queued_at=timezone.now(),
+            model=session_model(config), config=config, llm_endpoint=endpoint if endpoint.pk else None,
+            queued_at=timezone.now(),
             created_by=user if user is not None and user.is_authenticated else None,
         )
         if enqueue:
             session_enqueue(session=session)
     return session
+
+
+def session_model(config: Mapping[str, Any]) -> str:
+    """The model a session's calls use: the strategy's choice (an allowed model of the endpoint), else the endpoint's."""
+    model = (config.get("strategy") or {}).get("model") or (config.get("llm") or {}).get("model") or ""
+    return str(model)[:200]
 
 
 def _few_shot(config: Mapping[str, Any]) -> FewShot:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -48,18 +47,45 @@ def ask(request: HttpRequest) -> HttpResponse:
 
 
 def session_list(request: HttpRequest) -> HttpResponse:
+    """Sessions as a trace list: filter, sort by a column, page by cursor (``?cursor=``; deep pages stay fast)."""
     filters = SessionFilterForm(request.GET or None, user=request.user)
     criteria = filters.cleaned_data if filters.is_valid() else {}
     qs = selectors.session_list(viewer=request.user, **{k: v for k, v in criteria.items() if v})
-    page = Paginator(qs, 30).get_page(request.GET.get("page"))
+    sort = request.GET.get("sort", "")
+    sort = sort if sort in selectors.SESSION_SORTS else selectors.DEFAULT_SESSION_SORT
+    page = selectors.session_page(qs, sort=sort, cursor=request.GET.get("cursor"))
     query = request.GET.copy()
-    query.pop("page", None)
-    return render(request, "agent/session_list.html", {"filters": filters, "page": page, "query": query.urlencode()})
+    for key in ("cursor", "page", "sort"):
+        query.pop(key, None)
+    columns = [(label, key, _next_sort(sort, key)) for label, key in SORTABLE_COLUMNS]
+    return render(request, "agent/session_list.html", {
+        "filters": filters, "page": page, "sessions": page.object_list, "query": query.urlencode(), "sort": sort,
+        "sort_query": f"{query.urlencode()}&sort={sort}" if query else f"sort={sort}", "columns": columns,
+        "models": selectors.session_models(viewer=request.user)})
+
+
+# Column headers of the sessions list that sort it: (label, sort key without direction).
+SORTABLE_COLUMNS = [("Rounds", "rounds"), ("Tokens", "tokens"), ("Cost", "cost"), ("Latency", "latency"),
+                    ("Asked", "created")]
+
+
+def _next_sort(current: str, key: str) -> str:
+    """A header link sorts by its column, largest first; clicked again, smallest first."""
+    return key if current == f"-{key}" else f"-{key}"
 
 
 def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """The session with every turn; its live poll (htmx, ``?after=<last turn index>``) gets only the new turns
+    and the status line, so a long session's page does not re-render every prompt each second."""
     session = policies.access_session(request.user, pk)
-    context = {"session": session, "turns": selectors.session_turns(session=session, with_prompts=True)}
+    after = request.GET.get("after", "")
+    if request.htmx and (after.isdigit() or after == "-1"):
+        turns = selectors.session_turns(session=session, with_prompts=True, after=int(after))
+        last = turns[-1].index if turns else int(after)
+        return render(request, "agent/partials/session_poll_update.html",
+                      {"session": session, "turns": turns, "last_index": last})
+    turns = selectors.session_turns(session=session, with_prompts=True)
+    context = {"session": session, "turns": turns, "last_index": turns[-1].index if turns else -1}
     if request.htmx:
         return render(request, "agent/partials/session_live.html", context)
     return render(request, "agent/session_detail.html", context)

@@ -359,16 +359,57 @@ def chart_items(*, run: Run, category: str = "", tables: str = "", difficulty: s
 
 
 def runs_distribution(*, runs: QuerySet[Run], user=None) -> dict[str, Any]:
-    """Category counts per run, for those of ``runs`` with labels (across-runs dashboard)."""
+    """Category counts per run, for those of ``runs`` with labels (across-runs dashboard; the labels ``user``
+    may see).
+
+    A fixed number of queries whatever the number of runs: the labelled runs, their labels, their failure counts."""
     version = default_taxonomy_version()
-    runs = runs.filter(items__labels__isnull=False).distinct().select_related("dataset")
     categories = list(version.categories.all()) if version else []
+    labelled_runs = list(runs.filter(pk__in=Label.objects.values("item__run_id")).select_related("dataset")
+                         .order_by("-created_at"))
+    run_ids = [run.pk for run in labelled_runs]
+    labels = Label.objects.filter(item__run_id__in=run_ids)
+    if user is not None:
+        labels = policies.hide_blind_labels(user, labels, run_ids=run_ids)
+    given: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    final: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for run_id, item_id, key, is_final in labels.values_list("item__run_id", "item_id", "category__key",
+                                                             "is_final"):
+        (final if is_final else given)[run_id][item_id].add(key)
+    failures = dict(RunItem.objects.filter(run_id__in=run_ids, ex=False).order_by()
+                    .values("run_id").annotate(n=Count("id")).values_list("run_id", "n"))
     rows = []
-    for run in runs:
-        dist = category_distribution(run=run, version=version, user=user)
-        rows.append({"run": run, "labelled": dist["labelled"], "failures": dist["failures"],
-                     "counts": [r["count"] for r in dist["rows"]], "ex": (run.totals or {}).get("ex")})
+    for run in labelled_runs:
+        items = set(given[run.pk]) | set(final[run.pk])
+        # as item_categories: an item counts under its final labels if adjudicated, else all labels given
+        counts = Counter(k for i in items for k in (final[run.pk].get(i) or given[run.pk][i]))
+        rows.append({"run": run, "labelled": len(items), "failures": failures.get(run.pk, 0),
+                     "counts": [counts.get(c.key, 0) for c in categories], "ex": (run.totals or {}).get("ex")})
     return {"categories": categories, "rows": rows}
+
+
+def queues_progress(*, queues: list[Queue], user) -> dict[int, dict[str, int]]:
+    """``queue_progress`` for many queues at once: three queries whatever their number (the queues' failures,
+    the items labelled by anyone, those labelled by ``user``), the filters applied here."""
+    run_ids = {q.run_id for q in queues}
+    if not run_ids:
+        return {}
+    items = list(RunItem.objects.filter(run_id__in=run_ids, ex=False).values_list(
+        "pk", "run_id", "question__db_id", "question__difficulty", "question__join_count"))
+    item_ids = Label.objects.filter(is_final=False, item__run_id__in=run_ids)
+    labelled = set(item_ids.values_list("item_id", flat=True))
+    mine = set(item_ids.filter(annotator=user).values_list("item_id", flat=True))
+    out = {}
+    for queue in queues:
+        chosen = [pk for pk, run_id, db_id, difficulty, joins in items
+                  if run_id == queue.run_id and (not queue.db_id or db_id == queue.db_id)
+                  and (not queue.difficulty or difficulty == queue.difficulty)
+                  and (queue.join_count is None or joins == queue.join_count)]
+        total = len(chosen)
+        done = sum(1 for pk in chosen if pk in labelled)
+        out[queue.pk] = {"total": total, "labelled": done, "mine": sum(1 for pk in chosen if pk in mine),
+                         "percent": round(100 * done / total) if total else 0}
+    return out
 
 
 # --- corrected gold ----------------------------------------------------------------

@@ -241,8 +241,9 @@ def queue_list(request: HttpRequest) -> HttpResponse:
             messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
         else:
             return redirect(queue)
-    queues = [{"queue": q, "progress": selectors.queue_progress(queue=q, user=request.user)}
-              for q in selectors.queues_for_user(user=request.user)]
+    listed = list(selectors.queues_for_user(user=request.user))
+    progress = selectors.queues_progress(queues=listed, user=request.user)
+    queues = [{"queue": q, "progress": progress[q.pk]} for q in listed]
     return render(request, "annotations/labels/queue_list.html",
                   {"queues": queues, "form": form, "can_create": policies.can_create_queues(request.user)})
 

@@ -114,6 +114,9 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # the runs list and a dataset's run table, newest first
+        indexes = [models.Index(fields=["-created_at", "-id"], name="run_created_idx"),
+                   models.Index(fields=["dataset", "-created_at"], name="run_dataset_created_idx")]
 
     def __str__(self) -> str:
         return self.name

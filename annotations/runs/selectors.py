@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Avg, Count, Q, Sum
+from django.db.models import Avg, Count, F, Q, Sum
 
 from agent.models import Turn
 from agent.services import open_connector
@@ -41,24 +41,33 @@ def run_agent_figures(*, run: Run) -> dict[str, Any] | None:
     """Rounds, LLM calls, tokens, cost and time per case, and tokens and cost per LLM call (the paper's Table 8
     reports rounds and cost per case but tokens per call: a case costs several calls)."""
     items = run.items.filter(session__isnull=False)
-    if not items.exists():
+    agg = items.aggregate(**_AGENT_AGGREGATES)
+    if not agg["cases"]:
         return None
-    agg = items.aggregate(
-        cases=Count("id"), rounds=Avg("session__rounds"), prompt=Avg("session__prompt_tokens"),
-        completion=Avg("session__completion_tokens"), cost=Sum("session__cost"),
-        seconds=Avg("session__elapsed_ms"))
+    # An LLM call is a turn with a completion (a failed call has none and spent nothing).
+    per_call = Turn.objects.filter(session_id__in=items.values("session_id"), completion__isnull=False).aggregate(
+        **_CALL_AGGREGATES)
+    return _agent_figures(agg, per_call)
+
+
+_AGENT_AGGREGATES = {
+    "cases": Count("id"), "rounds": Avg("session__rounds"), "prompt": Avg("session__prompt_tokens"),
+    "completion": Avg("session__completion_tokens"), "cost": Sum("session__cost"),
+    "seconds": Avg("session__elapsed_ms")}
+_CALL_AGGREGATES = {"calls": Count("id"), "prompt": Avg("prompt_tokens"), "completion": Avg("completion_tokens"),
+                    "cost": Sum("cost")}
+
+
+def _agent_figures(agg: dict[str, Any], per_call: dict[str, Any]) -> dict[str, Any]:
     agg["cost_per_case"] = (agg["cost"] / agg["cases"]) if agg["cost"] is not None and agg["cases"] else None
     agg["seconds"] = agg["seconds"] / 1000 if agg["seconds"] is not None else None
     agg["tokens"] = (agg["prompt"] or 0) + (agg["completion"] or 0)
-    # An LLM call is a turn with a completion (a failed call has none and spent nothing).
-    per_call = Turn.objects.filter(session_id__in=items.values("session_id"), completion__isnull=False).aggregate(
-        calls=Count("id"), prompt=Avg("prompt_tokens"), completion=Avg("completion_tokens"), cost=Sum("cost"))
-    calls = per_call["calls"] or 0
+    calls = per_call.get("calls") or 0
     agg["calls"] = calls / agg["cases"] if agg["cases"] else None
     agg["per_call"] = {
-        "calls": calls, "prompt": per_call["prompt"], "completion": per_call["completion"],
-        "tokens": (per_call["prompt"] or 0) + (per_call["completion"] or 0) if calls else None,
-        "cost": per_call["cost"] / calls if per_call["cost"] is not None and calls else None,
+        "calls": calls, "prompt": per_call.get("prompt"), "completion": per_call.get("completion"),
+        "tokens": (per_call.get("prompt") or 0) + (per_call.get("completion") or 0) if calls else None,
+        "cost": per_call["cost"] / calls if per_call.get("cost") is not None and calls else None,
     }
     return agg
 
@@ -137,10 +146,15 @@ def dataset_cell_values(*, dataset) -> dict[str, Any]:
 
 def dataset_run_table(*, dataset) -> list[dict[str, Any]]:
     """Every run of a dataset side by side: EX, Soft-F1 and, for our strategies, cost figures per question."""
-    rows = []
-    for run in dataset.runs.order_by("-created_at"):
-        rows.append({"run": run, "totals": run.totals or {}, "agent": run_agent_figures(run=run)})
-    return rows
+    # two grouped queries for all runs (not two per run)
+    calls = {row.pop("run_id"): row for row in (
+        Turn.objects.filter(session__run_items__run__dataset=dataset, completion__isnull=False).order_by()
+        .values(run_id=F("session__run_items__run_id")).annotate(**_CALL_AGGREGATES))}
+    figures = {row["run_id"]: _agent_figures(row, calls.get(row["run_id"], {})) for row in (
+        RunItem.objects.filter(run__dataset=dataset, session__isnull=False).order_by().values("run_id")
+        .annotate(**_AGENT_AGGREGATES))}
+    return [{"run": run, "totals": run.totals or {}, "agent": figures.get(run.pk)}
+            for run in dataset.runs.order_by("-created_at")]
 
 
 def prediction_counts(*, run: Run) -> dict[str, Any] | None:

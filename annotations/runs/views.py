@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -43,7 +44,8 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
                 else:
                     return redirect(job)
     return render(request, "annotations/runs/dataset_list.html",
-                  {"datasets": policies.visible_datasets(request.user), "form": form, "refusal": refusal,
+                  {"datasets": policies.visible_datasets(request.user).annotate(run_count=Count("runs")), "form": form,
+                   "refusal": refusal,
                    "limit": human_size(agent_settings.UPLOAD_MAX_DATASET_BYTES),
                    "can_import": policies.can_import_datasets(request.user)},
                   status=413 if refusal else 200)

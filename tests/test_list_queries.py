@@ -1,0 +1,241 @@
+"""Every list page and API list runs a fixed number of queries, whatever the number of rows it shows.
+
+Each test builds a list with 2 rows, counts the queries of one request, adds 18 rows and asserts the same request
+runs no more queries (``django_assert_max_num_queries``): a per-row query (N+1) fails it. They run for a user
+granted one database (the visibility filters are part of every query) and, where it differs, for a superuser.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from agent.models import AgentSession, Turn
+from agent.roles import ANNOTATOR, CURATOR, OPERATOR, ensure_roles
+from tests.conftest import give_roles
+from tests.conftest import testers_group as team
+
+pytestmark = pytest.mark.django_db
+
+SQLITE = "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO t VALUES (1, 'a');"
+
+
+@pytest.fixture
+def world(db, make_sqlite, grant, user):
+    """A registered database granted to ``user`` (Viewer, Asker, Annotator, Curator, Operator), with a taxonomy."""
+    from agent import services as agent_services
+
+    importlib.import_module("annotations.migrations.0005_seed_error_taxonomy").seed(
+        __import__("django.apps", fromlist=["apps"]).apps, None)
+    ensure_roles()
+    give_roles(user, ANNOTATOR, CURATOR, OPERATOR)
+    database = agent_services.database_register(name="shop", location=str(make_sqlite(SQLITE, "shop.sqlite")),
+                                                refresh="none")
+    grant(database, team())
+    return database
+
+
+def add_sessions(database, user, n: int, *, turns: int = 0) -> list[AgentSession]:
+    start = AgentSession.objects.count()
+    sessions = AgentSession.objects.bulk_create([
+        AgentSession(database=database, question=f"How many rows in t? ({start + i})", strategy="interactive_t2s",
+                     model="replay-model", status="answered", rounds=2, prompt_tokens=100 + i, completion_tokens=10,
+                     cost=0.001 * i if i % 3 else None, elapsed_ms=100.0 + i, created_by=user)
+        for i in range(n)])
+    for session in sessions:
+        Turn.objects.bulk_create([
+            Turn(session=session, index=k, prompt=[{"role": "user", "content": f"step {k}"}], prompt_prefix_len=k,
+                 completion=f"Thought: {k}\nAction: Done", thought=str(k), action="Done", tool="Done")
+            for k in range(turns)])
+    return sessions
+
+
+def assert_flat(client, url: str, grow, django_assert_max_num_queries, *, params=None, htmx: bool = False):
+    """``url`` runs no more queries after ``grow()`` (which adds 18 rows) than before."""
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    with CaptureQueriesContext(connection) as before:
+        response = client.get(url, params or {}, **headers)
+    assert response.status_code == 200, (url, response.status_code)
+    grow()
+    with django_assert_max_num_queries(len(before)):
+        response = client.get(url, params or {}, **headers)
+    assert response.status_code == 200
+    return response
+
+
+# --- sessions -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("params", [
+    {}, {"sort": "-cost"}, {"sort": "latency"}, {"sort": "-tokens"}, {"sort": "rounds"},
+    {"q": "rows", "status": "answered", "strategy": "interactive_t2s", "model": "replay-model", "database": "shop"},
+])
+def test_sessions_list_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries, params):
+    add_sessions(world, user, 2)
+    response = assert_flat(user_client, reverse("session_list"), lambda: add_sessions(world, user, 18),
+                           django_assert_max_num_queries, params=params)
+    assert response.content.decode().count('<tr>') == 20 + 1  # header row + every session (page of 30)
+
+
+def test_sessions_deep_page_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries):
+    from agent import selectors
+
+    add_sessions(world, user, 40)
+    qs = selectors.session_list(viewer=user)
+    cursor = selectors.session_page(qs, cursor=None, size=30).next_cursor
+    assert_flat(user_client, reverse("session_list"), lambda: add_sessions(world, user, 18),
+                django_assert_max_num_queries, params={"cursor": cursor})
+
+
+def test_ask_page_recent_sessions_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries):
+    add_sessions(world, user, 2)
+    assert_flat(user_client, reverse("ask"), lambda: add_sessions(world, user, 18), django_assert_max_num_queries)
+
+
+def test_session_page_and_its_poll_queries_do_not_grow_with_turns(user_client, user, world,
+                                                                   django_assert_max_num_queries):
+    session = add_sessions(world, user, 1, turns=2)[0]
+
+    def more_turns():
+        Turn.objects.bulk_create([Turn(session=session, index=k, prompt=[], prompt_prefix_len=k, completion="x")
+                                  for k in range(2, 20)])
+
+    assert_flat(user_client, session.get_absolute_url(), more_turns, django_assert_max_num_queries)
+    other = add_sessions(world, user, 1, turns=2)[0]
+
+    def more_turns_other():
+        Turn.objects.bulk_create([Turn(session=other, index=k, prompt=[], prompt_prefix_len=k, completion="x")
+                                  for k in range(2, 20)])
+
+    assert_flat(user_client, other.get_absolute_url(), more_turns_other, django_assert_max_num_queries,
+                params={"after": "0"}, htmx=True)
+
+
+def test_api_session_lists_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries):
+    add_sessions(world, user, 2, turns=2)
+    response = assert_flat(user_client, "/api/sessions/", lambda: add_sessions(world, user, 18),
+                           django_assert_max_num_queries, params={"q": "rows"})
+    assert len(response.json()["results"]) == 20
+    session = AgentSession.objects.first()
+
+    def more_turns():
+        Turn.objects.bulk_create([Turn(session=session, index=k, prompt=[], completion="x") for k in range(2, 20)])
+
+    for url in (f"/api/sessions/{session.pk}/", f"/api/sessions/{session.pk}/turns/"):
+        Turn.objects.filter(session=session, index__gte=2).delete()
+        assert_flat(user_client, url, more_turns, django_assert_max_num_queries)
+
+
+# --- databases, datasets, runs, labels, queues, exemplars ------------------------------------------------------
+
+
+def add_runs(database, n: int, *, dataset=None, labelled_by=None, with_sessions: bool = False, user=None):
+    """``n`` runs of a 3-question dataset (created once), each with 3 failed items; labels by ``labelled_by``."""
+    from annotations.labels.models import Label
+    from annotations.labels.selectors import default_taxonomy_version
+    from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
+
+    if dataset is None:
+        dataset = Dataset.objects.get_or_create(name="ds", defaults={"kind": "spider", "source_path": "x"})[0]
+    if not dataset.questions.exists():
+        DatasetQuestion.objects.bulk_create([
+            DatasetQuestion(dataset=dataset, index=i, db_id="shop", database=database, question=f"q{i}",
+                            gold_sql="SELECT 1", difficulty="easy", table_count=1, join_count=0) for i in range(3)])
+    version = default_taxonomy_version()
+    category = version.categories.first()
+    runs = []
+    for _ in range(n):
+        run = Run.objects.create(name="r", dataset=dataset, source="agent" if with_sessions else "imported",
+                                 status="done", totals={"ex": 0.0})
+        sessions = add_sessions(database, user, 3) if with_sessions else [None] * 3
+        items = RunItem.objects.bulk_create([
+            RunItem(run=run, question=q, predicted_sql="SELECT 2", eval_status="ok", ex=False, session=s)
+            for q, s in zip(dataset.questions.order_by("index"), sessions, strict=True)])
+        if labelled_by is not None:
+            Label.objects.bulk_create([Label(item=i, category=category, taxonomy_version=version,
+                                             annotator=labelled_by) for i in items])
+        runs.append(run)
+    return runs
+
+
+def test_databases_lists_queries_do_not_grow(staff_client, world, make_sqlite, django_assert_max_num_queries):
+    from agent import services as agent_services
+
+    def grow():
+        for i in range(18):
+            agent_services.database_register(name=f"db{i}", location=str(make_sqlite(SQLITE, f"db{i}.sqlite")),
+                                             refresh="none")
+
+    counter = iter(range(100))
+    for url in (reverse("database_list"), "/api/databases/"):
+        assert_flat(staff_client, url, grow if next(counter) == 0 else lambda: None, django_assert_max_num_queries)
+
+
+def test_dataset_pages_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries):
+    from annotations.runs.models import Dataset
+
+    add_runs(world, 2, with_sessions=True, user=user)
+    dataset = Dataset.objects.get()
+    assert_flat(user_client, dataset.get_absolute_url(), lambda: add_runs(world, 18, with_sessions=True, user=user),
+                django_assert_max_num_queries)
+
+    def more_datasets():
+        for i in range(18):
+            add_runs(world, 1, dataset=Dataset.objects.create(name=f"ds{i}", kind="spider", source_path="x"))
+
+    assert_flat(user_client, reverse("runs:dataset_list"), more_datasets, django_assert_max_num_queries)
+
+
+def test_runs_pages_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries):
+    from annotations.runs.models import DatasetQuestion, RunItem
+
+    run = add_runs(world, 2, with_sessions=True, user=user)[0]
+    assert_flat(user_client, reverse("runs:run_list"), lambda: add_runs(world, 18, user=user),
+                django_assert_max_num_queries)
+
+    def more_items():
+        questions = DatasetQuestion.objects.bulk_create([
+            DatasetQuestion(dataset=run.dataset, index=i, db_id="shop", database=world, question=f"q{i}",
+                            gold_sql="SELECT 1") for i in range(3, 21)])
+        RunItem.objects.bulk_create([RunItem(run=run, question=q, predicted_sql="SELECT 2", ex=False)
+                                     for q in questions])
+
+    assert_flat(user_client, run.get_absolute_url(), more_items, django_assert_max_num_queries)
+
+
+def test_labels_pages_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries):
+    from annotations.labels.models import Queue
+    from annotations.labels.selectors import default_taxonomy_version
+
+    runs = add_runs(world, 2, labelled_by=user)
+    assert_flat(user_client, reverse("labels:overview"), lambda: add_runs(world, 18, labelled_by=user),
+                django_assert_max_num_queries)
+    assert_flat(user_client, "/api/labels/", lambda: add_runs(world, 5, labelled_by=user),
+                django_assert_max_num_queries)
+    version = default_taxonomy_version()
+
+    def queues(n):
+        for run in add_runs(world, n, labelled_by=user) if n > 2 else runs:
+            Queue.objects.create(name="q", run=run, taxonomy_version=version, db_id="shop")
+
+    queues(2)
+    assert_flat(user_client, reverse("labels:queue_list"), lambda: queues(18), django_assert_max_num_queries)
+    assert_flat(user_client, reverse("labels:questions", args=[runs[0].pk]), lambda: None,
+                django_assert_max_num_queries)
+
+
+def test_exemplar_lists_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries):
+    from annotations.models import Exemplar, ExemplarSet
+
+    def exemplars(n):
+        for i in range(n):
+            Exemplar.objects.create(database=world, question=f"e{i}", final_sql="SELECT 1", author=user)
+            ExemplarSet.objects.create(name=f"set-{Exemplar.objects.count()}", created_by=user)
+
+    exemplars(2)
+    assert_flat(user_client, reverse("exemplars:exemplar_list"), lambda: exemplars(18), django_assert_max_num_queries)
+    assert_flat(user_client, reverse("exemplars:set_list"), lambda: exemplars(18), django_assert_max_num_queries)
