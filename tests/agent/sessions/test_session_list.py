@@ -125,7 +125,7 @@ def test_live_poll_returns_only_new_turns_with_their_exact_prompts(user_client, 
     Turn.objects.create(session=session, index=0, prompt=[system, {"role": "user", "content": "Q0"}],
                         completion="Thought: first\nAction: SearchColumn(['a'])", thought="first")
     page = user_client.get(session.get_absolute_url()).content.decode()
-    assert 'hx-get="/sessions/%d/?after=0"' % session.pk in page and "SYSTEM-PROMPT-TEXT" in page
+    assert f'hx-get="/sessions/{session.pk}/?after=0"' in page and "SYSTEM-PROMPT-TEXT" in page
 
     Turn.objects.create(session=session, index=1, prompt_prefix_len=2,
                         prompt=[{"role": "assistant", "content": "A1"}, {"role": "user", "content": "Observation 1"}],
