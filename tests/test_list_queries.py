@@ -150,7 +150,7 @@ def add_runs(database, n: int, *, dataset=None, labelled_by=None, with_sessions:
     runs = []
     for _ in range(n):
         run = Run.objects.create(name="r", dataset=dataset, source="agent" if with_sessions else "imported",
-                                 status="done", totals={"ex": 0.0})
+                                 status="done", totals={"ex": 0.0, "questions": 3, "scored": 3, "correct": 0})
         sessions = add_sessions(database, user, 3) if with_sessions else [None] * 3
         items = RunItem.objects.bulk_create([
             RunItem(run=run, question=q, predicted_sql="SELECT 2", eval_status="ok", ex=False, session=s)
