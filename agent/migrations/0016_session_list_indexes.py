@@ -43,7 +43,7 @@ def fill_model(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent', '0014_llm_call_leases'),
+        ('agent', '0015_column_backend_hybrid'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
