@@ -278,7 +278,7 @@ class AgentSession(models.Model):
         ordering = ["-created_at"]
         # The sessions list and /api/sessions/ sort and filter on these; each index ends with the id, the
         # keyset tie-break (agent.keyset), and serves both directions (scanned backwards for descending sorts).
-        # The question filter's trigram index is PostgreSQL-only (migration 0016).
+        # The question filter's trigram index is PostgreSQL-only (migration 0018).
         indexes = [
             models.Index(fields=["database", "-created_at"]),
             models.Index(fields=["status", "heartbeat_at"]),

@@ -64,7 +64,7 @@ def session_list(*, viewer, database=None, status: str | None = None, since=None
     """Sessions ``viewer`` may see (on databases granted to them), filtered; ``user``: only those they asked.
 
     ``q`` is a case-insensitive substring of the question: on PostgreSQL a trigram index answers it
-    (migration 0016), on SQLite it is a scan."""
+    (migration 0018), on SQLite it is a scan."""
     from agent import policies
 
     qs = policies.visible_sessions(viewer).select_related("database", "created_by")

@@ -43,7 +43,7 @@ def fill_model(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent', '0015_column_backend_hybrid'),
+        ('agent', '0017_audit_log'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
