@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotations', '0010_blind_labels'),
+        ('annotations', '0011_runitem_uncollected_index'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
