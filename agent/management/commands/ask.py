@@ -3,6 +3,8 @@ import time
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from agent import policies
+from agent.management.acting import on_behalf_of
 from agent.models import AgentSession, Database, Turn
 from agent.services import few_shot, sessions
 from agent.strategies import FewShot
@@ -32,10 +34,28 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="Follow the session and print each turn.")
         parser.add_argument("--inline", action="store_true",
                             help="Run the session in this process instead of on a worker (implies --wait).")
+        parser.add_argument("--user", metavar="USERNAME",
+                            help="Ask as this account: its grants and role are checked as on Ask, its daily budget "
+                                 "counts the session, the session is its own. Without it: a trusted operator session.")
 
     def handle(self, *args, database, question, evidence, strategy, max_rounds, exemplars, without, wait, inline,
-               zero_shot=False, paper_replica=False, **options):
-        db = Database.objects.filter(name=database).first()
+               zero_shot=False, paper_replica=False, user=None, **options):
+        with on_behalf_of(user) as account:
+            session = self._create(account, database, question, evidence, strategy, max_rounds, exemplars, without,
+                                   inline, zero_shot, paper_replica)
+        if inline:
+            sessions.session_execute(session_id=session.pk)
+        if not (wait or inline):
+            return
+        self._follow(session.pk)
+
+    def _create(self, account, database, question, evidence, strategy, max_rounds, exemplars, without, inline,
+                zero_shot, paper_replica) -> AgentSession:
+        if account is not None:
+            db = policies.access_database(account, database)  # not granted: "No such database."
+            policies.check_can_ask(account, db)
+        else:
+            db = Database.objects.filter(name=database).first()
         if db is None:
             raise CommandError(f"No database named {database!r}.")
         opts = {"enabled_tools": [t for t in tool_names() if t not in without]}
@@ -47,16 +67,12 @@ class Command(BaseCommand):
         try:
             session = sessions.session_create(database=db, question=question, evidence=evidence, strategy=strategy,
                                               options=opts, few_shot=version, zero_shot=zero_shot,
-                                              paper_replica=paper_replica,
+                                              paper_replica=paper_replica, user=account,
                                               enqueue=not inline)
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
         self.stdout.write(f"Session #{session.pk} queued." if not inline else f"Session #{session.pk}.")
-        if inline:
-            sessions.session_execute(session_id=session.pk)
-        if not (wait or inline):
-            return
-        self._follow(session.pk)
+        return session
 
     def _version(self, spec: str) -> FewShot:
         found = few_shot.by_name(spec)

@@ -2,6 +2,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from agent import services
+from agent.management.acting import on_behalf_of
 from agent.models import Database
 
 
@@ -16,6 +17,10 @@ class Command(BaseCommand):
         parser.add_argument("--no-introspect", action="store_true", help="Queue introspection on Celery instead.")
 
     def handle(self, *args, name, location, description, engine, no_introspect, **options):
+        with on_behalf_of(None):  # a trusted operator tool: the audit log records the command as the door
+            self._register(name, location, description, engine, no_introspect)
+
+    def _register(self, name, location, description, engine, no_introspect) -> None:
         try:
             database = services.database_register(
                 name=name, location=location, description=description, engine=engine,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from agent.management.acting import on_behalf_of
+from annotations import policies
 from annotations.exemplars.importer import TOOL_DESC, ImportProblem, import_interactive_t2s, import_json
 
 
@@ -25,14 +26,16 @@ class Command(BaseCommand):
                                  "(repeatable). Without it imported exemplars keep their schema text and no link.")
         parser.add_argument("--tool-desc", default=TOOL_DESC,
                             help="interactive-t2s: the tool description file to use (e.g. tool_desc_no_findpath.txt).")
-        parser.add_argument("--user", help="Username recorded as author and reviewer of the import.")
+        parser.add_argument("--user", help="Username recorded as author and reviewer of the import; it must be a "
+                                           "Curator (the rule of the pages). Without it: a trusted operator import.")
 
     def handle(self, *args, **opts) -> None:
-        user = None
-        if opts["user"]:
-            user = get_user_model().objects.filter(username=opts["user"]).first()
-            if user is None:
-                raise CommandError(f"No user {opts['user']!r}.")
+        with on_behalf_of(opts["user"]) as user:
+            if user is not None:
+                policies.check_can_import_exemplars(user)
+            self._import(user, opts)
+
+    def _import(self, user, opts) -> None:
         path = Path(opts["path"])
         if not path.exists():
             raise CommandError(f"{path}: not found.")

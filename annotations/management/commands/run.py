@@ -3,6 +3,8 @@ import time
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from agent.management.acting import on_behalf_of
+from annotations import policies
 from annotations.exemplars.selectors import version_from_spec
 from annotations.runs import selectors, services
 from annotations.runs.models import Dataset, Run
@@ -31,32 +33,50 @@ class Command(BaseCommand):
         parser.add_argument("--pool", metavar="SPEC", help=POOL_HELP)
         parser.add_argument("--resume", type=int, metavar="RUN_ID", help="Resume a run: only missing/failed questions.")
         parser.add_argument("--wait", action="store_true")
+        parser.add_argument("--user", metavar="USERNAME",
+                            help="Launch or resume as this account: it must be an Operator who sees the dataset (as "
+                                 "on the pages), the run is its own and counts to its daily budget. Without it: a "
+                                 "trusted operator run.")
 
     def handle(self, *args, **o):
+        with on_behalf_of(o.get("user")) as account:
+            run = self._start(account, o)
+        self._report(run, o)
+
+    def _start(self, account, o) -> Run:
         if o["resume"]:
-            run = Run.objects.filter(pk=o["resume"]).first()
+            if account is not None:
+                run = policies.access_run(account, o["resume"])
+                policies.check_can_control_run(account, run)
+            else:
+                run = Run.objects.filter(pk=o["resume"]).first()
             if run is None:
                 raise CommandError(f"No run #{o['resume']}.")
-            run = services.run_resume(run=run)
+            return services.run_resume(run=run)
+        if account is not None:
+            dataset = policies.access_dataset(account, o["dataset"])
+            policies.check_can_launch_run(account, dataset)
         else:
             dataset = Dataset.objects.filter(name=o["dataset"]).first()
-            if dataset is None:
-                raise CommandError(f"No dataset named {o['dataset']!r}.")
-            version = None
-            if o["exemplars"] and o["zero_shot"]:
-                raise CommandError("--exemplars and --zero-shot exclude each other.")
-            if o["exemplars"]:
-                version = version_from_spec(o["exemplars"])
-                if version is None:
-                    raise CommandError(f"No published version {o['exemplars']!r} of an exemplar set.")
-            try:
-                run = services.run_create_agent(
-                    dataset=dataset, name=o["name"] or f"{o['strategy']} on {dataset.name}", strategy=o["strategy"],
-                    exemplar_set_version=version, zero_shot=o["zero_shot"], paper_replica=o["paper_replica"],
-                    db_ids=o["db"], limit=o["limit"], sample=o["sample"], seed=o["seed"],
-                    max_concurrency=o["concurrency"], spend_cap=o["spend_cap"], pool=o["pool"])
-            except ValidationError as exc:
-                raise CommandError(" ".join(exc.messages)) from None
+        if dataset is None:
+            raise CommandError(f"No dataset named {o['dataset']!r}.")
+        version = None
+        if o["exemplars"] and o["zero_shot"]:
+            raise CommandError("--exemplars and --zero-shot exclude each other.")
+        if o["exemplars"]:
+            version = version_from_spec(o["exemplars"])
+            if version is None:
+                raise CommandError(f"No published version {o['exemplars']!r} of an exemplar set.")
+        try:
+            return services.run_create_agent(
+                dataset=dataset, name=o["name"] or f"{o['strategy']} on {dataset.name}", strategy=o["strategy"],
+                exemplar_set_version=version, zero_shot=o["zero_shot"], paper_replica=o["paper_replica"],
+                db_ids=o["db"], limit=o["limit"], sample=o["sample"], seed=o["seed"],
+                max_concurrency=o["concurrency"], spend_cap=o["spend_cap"], pool=o["pool"], user=account)
+        except ValidationError as exc:
+            raise CommandError(" ".join(exc.messages)) from None
+
+    def _report(self, run: Run, o) -> None:
         seed = (run.config.get("sample") or {}).get("seed")
         self.stdout.write(f"Run #{run.pk} started: {run.items.count()} questions"
                           + (f" (random sample, seed {seed})." if seed is not None else "."))
