@@ -1,3 +1,5 @@
+import contextlib
+
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate, post_save
 
@@ -7,8 +9,11 @@ def _seed_roles(sender, app_config=None, using="default", apps=None, **kwargs) -
     if getattr(app_config, "label", None) != "annotations":
         return  # once, after the last of the two apps whose permissions the roles hold
     from agent.roles import ensure_roles
+    from agent.services import audit
 
-    ensure_roles()
+    # Migrated back to before the audit log (``migrate agent 0015``): the roles are seeded, nothing recorded.
+    with audit.suspended() if not audit.table_exists(using) else contextlib.nullcontext():
+        ensure_roles()
 
 
 def _default_roles(sender, instance, created: bool, raw: bool = False, **kwargs) -> None:

@@ -45,6 +45,25 @@ def acting_as(actor, *, via: str | None = None) -> Iterator[None]:
         _context.reset(token)
 
 
+_suspended: contextvars.ContextVar[bool] = contextvars.ContextVar("t2s_audit_suspended", default=False)
+
+
+@contextmanager
+def suspended() -> Iterator[None]:
+    """Record nothing inside the block: only for a database migrated back to before the audit table."""
+    token = _suspended.set(True)
+    try:
+        yield
+    finally:
+        _suspended.reset(token)
+
+
+def table_exists(using: str = "default") -> bool:
+    from django.db import connections
+
+    return AuditEntry._meta.db_table in connections[using].introspection.table_names()
+
+
 def current_actor() -> tuple[User | None, str]:
     context = _context.get()
     if context is None:
@@ -57,8 +76,10 @@ def current_actor() -> tuple[User | None, str]:
 
 
 def record(*, action: str, target_type: str, target: Any, target_id: Any = "", details: Mapping | None = None,
-           actor=None) -> AuditEntry:
+           actor=None) -> AuditEntry | None:
     """Store one entry; ``actor`` defaults to the current one."""
+    if _suspended.get():
+        return None
     via = current_actor()[1]
     if actor is None or not getattr(actor, "is_authenticated", False):
         actor = current_actor()[0]
