@@ -152,3 +152,18 @@ def test_introspection_reads_keys_counts_and_statistics(target):
     assert [(fk.columns, fk.ref_table, fk.ref_columns) for fk in album.foreign_keys] == [(("artist_id",), "artist", ("id",))]
     assert album.column("id").stats.kind == "numeric"
     assert album.column("title").stats.describe().startswith("text field, distinct count: 500")
+
+
+@pytest.mark.postgres
+def test_introspection_lists_every_value_of_small_text_columns(pg_database):
+    """The paper authors' rule (a text column with at most 50 distinct values and no sentence is listed)."""
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE place (id integer PRIMARY KEY, city text, code varchar(10), note text);"
+                     "INSERT INTO place SELECT g, (ARRAY['Oslo', 'Lima', 'Paris'])[1 + g % 3], 'C' || g,"
+                     " CASE WHEN g = 1 THEN 'one two three four five six seven eight nine ten' ELSE 'n' END"
+                     " FROM generate_series(1, 60) g")
+    with connect("postgresql", pg_database, check_role=False) as db:
+        place = db.introspect().table("place")
+    assert place.column("city").stats.listing == ("Lima", "Oslo", "Paris")
+    assert place.column("code").stats.listing == ()  # 60 distinct values
+    assert place.column("note").stats.listing == ()  # a sentence: free text
