@@ -72,6 +72,7 @@ def test_main_pages_log_no_csp_violation(page, live_server, staff, demo_database
         (reverse("tool_console"), "#tool-form"),
         (reverse("api_docs"), ".swagger-ui .info"),  # Swagger UI built by its own script file
         (reverse("admin:auth_user_change", args=[staff.pk]), "#user_form"),
+        ("/api/databases/", ".response-info"),  # DRF's browsable API
     ]
     for url, ready in pages:
         page.goto(live_server.url + url)
