@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import threading
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from agent.dsn_secrets import DsnKeyError, reveal_dsn
 from agent.models import Database
 from agent.sql import Connector, Limits, SQLError, connect, with_foreign_keys
 from agent.sql.pg_roles import RoleRefused
+from agent.sql.sandbox import SQLiteSandbox
 from agent.tools import BackendUnavailable, ToolBox, build_indexes, is_stale, read_manifest
 
 from . import audit, locations
@@ -43,14 +45,32 @@ def normalise_location(engine: str, location: str, *, restricted: bool = True) -
     return locations.sqlite_location(location, restricted=restricted)
 
 
-def open_connector(database: Database, *, limits: Limits | None = None) -> Connector:
+_threads = threading.local()
+
+
+def thread_sandbox() -> SQLiteSandbox:
+    """This thread's SQLite query process, started once and reused by every session the thread runs.
+
+    A worker thread runs one session at a time, and a sandbox serves one thread (it is not thread-safe);
+    starting a Python child for every session cost more than the session's own work on a busy machine.
+    """
+    sandbox = getattr(_threads, "sandbox", None)
+    if sandbox is None:
+        sandbox = _threads.sandbox = SQLiteSandbox()
+    return sandbox
+
+
+def open_connector(database: Database, *, limits: Limits | None = None,
+                   sandbox: SQLiteSandbox | None = None) -> Connector:
     """A fresh read-only connector for one target database; the caller closes it.
 
+    ``sandbox``: the SQLite query process to use (``thread_sandbox()`` in a worker); by default its own.
     The location is checked again at every connection: a file that has become the app's own data is refused."""
     limits = limits or Limits(timeout_s=agent_settings.QUERY_TIMEOUT_S, max_rows=agent_settings.QUERY_MAX_ROWS)
     if database.engine == Database.Engine.SQLITE:
         locations.check_sqlite_target(database.location)
-        return connect(database.engine, database.location, limits=limits)
+        return connect(database.engine, database.location, limits=limits,
+                       **({"sandbox": sandbox} if sandbox is not None else {}))
     try:
         dsn = reveal_dsn(database.location)  # the password is decrypted here only, for this connection
     except DsnKeyError as exc:

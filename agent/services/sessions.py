@@ -39,7 +39,7 @@ from agent.tools import IndexMissing
 
 from . import budgets, gates, leases
 from . import few_shot as few_shot_source
-from .databases import toolbox_for
+from .databases import open_connector, thread_sandbox, toolbox_for
 
 
 def check_option_types(strategy: str, options: Mapping[str, Any]) -> None:
@@ -417,10 +417,12 @@ def session_execute(*, session_id: int) -> None:
             session = AgentSession.objects.select_related("database", "created_by").get(pk=session_id)
             previous = session_records(session)
             strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
+            # The thread's SQLite query process serves session after session (a child per session was costly).
             tools = cleanup.enter_context(toolbox_for(
                 session.database, enabled=getattr(strategy.config, "enabled_tools", None),
                 profile=getattr(strategy.config, "observation_profile", "default"),
-                column_ranking=getattr(strategy.config, "column_ranking", "index")))
+                column_ranking=getattr(strategy.config, "column_ranking", "index"),
+                connector=open_connector(session.database, sandbox=thread_sandbox())))
             # Every call passes the session's gate: the daily budget, then an endpoint slot (agent/services/gates.py).
             deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
             # The wall-clock limit cuts a call in flight too (its timeout and retries end at the deadline).

@@ -32,11 +32,12 @@ ENGINES = ("sqlite", "postgresql")
 def connect(engine: str, location: str, *, limits: Limits | None = None, **options) -> Connector:
     """Open a read-only connector: ``location`` is a file path (sqlite) or a DSN (postgresql).
 
-    ``options`` go to the PostgreSQL connector (``refuse``: server identities never to connect to)."""
+    ``options`` go to the PostgreSQL connector (``refuse``: server identities never to connect to), or to the
+    SQLite one (``sandbox``: a query process to share, e.g. one per worker thread)."""
     if engine == "sqlite":
         from .sqlite import SQLiteConnector
 
-        return SQLiteConnector(location, limits=limits)
+        return SQLiteConnector(location, limits=limits, **options)
     if engine == "postgresql":
         from .postgres import PostgresConnector
 
