@@ -133,12 +133,7 @@ with llm_slots.slot(sys.argv[1], 1, ttl_s=float(sys.argv[2])) as token:
 def test_the_lease_of_a_killed_holder_expires_and_its_slot_is_taken_over(slots) -> None:
     """A real process takes the only slot and is killed with SIGKILL (no release, no more renewals)."""
     key = f"dead-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "t2s_site.settings"}
-    if isinstance(slots, llm_slots.RedisSlots):
-        env["CELERY_BROKER_URL"] = redis_url()
-    else:
-        env.pop("CELERY_BROKER_URL", None)
-        env["DATABASE_URL"] = _test_database_url()
+    env = _child_env(slots)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, key, "3"], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -154,6 +149,43 @@ def test_the_lease_of_a_killed_holder_expires_and_its_slot_is_taken_over(slots) 
         if isinstance(slots, llm_slots.DatabaseSlots):
             assert list(LLMCallLease.objects.filter(endpoint=key).values_list("token", flat=True)) == [token]
     assert slots.holders(key) == 0
+
+
+CALLER = """
+import sys, django
+django.setup()
+from agent.llm import LLMClient, LLMSettings
+from agent.services import llm_slots
+client = LLMClient(LLMSettings(base_url=sys.argv[2], api_key="k", model="replay-model", max_retries=0))
+for _ in range(int(sys.argv[3])):
+    with llm_slots.slot(sys.argv[1], 2, wait_s=300):
+        client.complete([{"role": "user", "content": "hi"}])
+print("done", flush=True)
+"""
+
+
+def test_separate_processes_share_the_slots(slots) -> None:
+    """Four worker-like processes, three calls each, one endpoint allowing two calls at once."""
+    key = f"procs-{uuid.uuid4().hex[:8]}"
+    with ReplayServer([SLOW] * 12) as server:
+        env = _child_env(slots)
+        children = [subprocess.Popen([sys.executable, "-c", CALLER, key, server.url, "3"], cwd=ROOT, env=env,
+                                     stdout=subprocess.PIPE, text=True) for _ in range(4)]
+        outputs = [c.communicate(timeout=600)[0] for c in children]
+        assert [c.returncode for c in children] == [0, 0, 0, 0] and all("done" in o for o in outputs)
+        assert len(server.chat_requests()) == 12
+        assert server.max_in_flight <= 2
+    assert slots.holders(key) == 0
+
+
+def _child_env(slots) -> dict[str, str]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "t2s_site.settings"}
+    if isinstance(slots, llm_slots.RedisSlots):
+        env["CELERY_BROKER_URL"] = redis_url()
+    else:
+        env.pop("CELERY_BROKER_URL", None)
+        env["DATABASE_URL"] = _test_database_url()
+    return env
 
 
 def _test_database_url() -> str:
