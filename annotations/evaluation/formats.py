@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from agent.textclean import MAX_JSON_DEPTH, JSONTooDeep, check_json_depth, json_loads
 
@@ -27,8 +28,10 @@ def _read(source: str | Path) -> str:
 # --- Spider text format ---------------------------------------------------------
 
 
-def parse_spider_predictions(text: str, *, blank_lines: str = "skip") -> PredictionSet:
+def parse_spider_predictions(text: str | Iterable[str], *, blank_lines: str = "skip") -> PredictionSet:
     """One SQL per line, optionally followed by a tab and the db_id.
+
+    ``text`` is the whole text, or its lines as an iterable (an open file): a file is then read a line at a time.
 
     ``blank_lines="skip"`` treats empty lines as the official script does (they
     separate SParC/CoSQL interactions and are not questions); ``"keep"`` makes
@@ -38,7 +41,7 @@ def parse_spider_predictions(text: str, *, blank_lines: str = "skip") -> Predict
         raise ValueError("blank_lines must be 'skip' or 'keep'")
     predictions: list[Prediction] = []
     issues: list[ParseIssue] = []
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    for lineno, raw in enumerate(text.splitlines() if isinstance(text, str) else text, start=1):
         # Not strip(): a leading tab means the SQL is missing, not that the db_id is the SQL.
         line = raw.rstrip().lstrip(" ")
         index = len(predictions)
@@ -69,7 +72,8 @@ def parse_spider_predictions(text: str, *, blank_lines: str = "skip") -> Predict
 
 
 def load_spider_predictions(path: str | Path, *, blank_lines: str = "skip") -> PredictionSet:
-    return parse_spider_predictions(_read(path), blank_lines=blank_lines)
+    with Path(path).open(encoding="utf-8", errors="replace") as handle:  # a line at a time
+        return parse_spider_predictions(handle, blank_lines=blank_lines)
 
 
 # --- BIRD JSON format -------------------------------------------------------------
@@ -177,27 +181,139 @@ def load_spider_gold_sql(path: str | Path) -> list[GoldItem]:
     return items
 
 
+STREAM_CHUNK = 1 << 20
+MAX_ENTRY_CHARS = 16 << 20  # one entry of a streamed array; past it the file is refused, not buffered
+
+
+def iter_json_array(path: str | Path, *, chunk: int = STREAM_CHUNK,
+                    max_entry: int = MAX_ENTRY_CHARS) -> Iterator[Any]:
+    """The entries of a JSON array file, one at a time: memory holds one chunk and one entry, never the file.
+
+    Each entry is decoded with ``raw_decode`` as soon as the buffer holds all of it; an entry still cut by the
+    chunk boundary waits for the next chunk. Nesting deeper than ``MAX_JSON_DEPTH`` is ``JSONTooDeep``; anything
+    else malformed is a ``ValueError`` naming the entry."""
+    decoder = json.JSONDecoder()
+    with Path(path).open(encoding="utf-8", errors="replace") as handle:
+        buf, pos, eof = "", 0, False
+
+        def fill() -> bool:
+            nonlocal buf, pos, eof
+            more = handle.read(chunk)
+            if not more:
+                eof = True
+                return False
+            buf, pos = buf[pos:] + more, 0
+            return True
+
+        def skip_ws() -> None:
+            nonlocal pos
+            while True:
+                while pos < len(buf) and buf[pos] in " \t\r\n":
+                    pos += 1
+                if pos < len(buf) or not fill():
+                    return
+
+        skip_ws()
+        if pos >= len(buf) or buf[pos] != "[":
+            raise ValueError("expected a JSON array")
+        pos += 1
+        skip_ws()
+        if pos < len(buf) and buf[pos] == "]":
+            return
+        n = 0
+        while True:
+            skip_ws()
+            while True:
+                try:
+                    value, end = decoder.raw_decode(buf, pos)
+                except RecursionError:
+                    raise JSONTooDeep(f"entry {n + 1}: JSON nested deeper than {MAX_JSON_DEPTH} levels "
+                                      "(the limit)") from None
+                except json.JSONDecodeError as exc:
+                    if eof:
+                        raise ValueError(f"entry {n + 1}: not JSON ({exc.msg})") from None
+                    if len(buf) - pos > max_entry:
+                        raise ValueError(f"entry {n + 1} is longer than {max_entry} characters") from None
+                    fill()
+                    continue
+                # A number or literal may go on in the next chunk ("0" of "0.5"): decode again once a delimiter
+                # follows it (objects, arrays and strings end with their own closing character).
+                if not isinstance(value, dict | list | str) and not eof \
+                        and (end == len(buf) or buf[end] not in ",] \t\r\n") and fill():
+                    continue
+                break
+            try:
+                check_json_depth(value, max_depth=MAX_JSON_DEPTH - 1)  # the array itself is one level
+            except JSONTooDeep:
+                raise JSONTooDeep(f"entry {n + 1}: JSON nested deeper than {MAX_JSON_DEPTH} levels "
+                                  "(the limit)") from None
+            yield value
+            n += 1
+            pos = end
+            skip_ws()
+            if pos >= len(buf):
+                raise ValueError(f"the array ends after entry {n} without ']'")
+            if buf[pos] == "]":
+                return
+            if buf[pos] != ",":
+                raise ValueError(f"expected ',' or ']' after entry {n}")
+            pos += 1
+
+
+def _entry(e: Any, i: int, *keys: str) -> dict:
+    if not isinstance(e, dict):
+        raise ValueError(f"entry {i + 1}: expected an object")
+    missing = [k for k in keys if not isinstance(e.get(k), str)]
+    if missing:
+        raise ValueError(f"entry {i + 1}: needs {' and '.join(repr(k) for k in missing)}")
+    return e
+
+
+def iter_spider_dev(path: str | Path) -> Iterator[GoldItem]:
+    """Spider's ``dev.json`` (question, query, db_id per entry), read as a stream."""
+    for i, e in enumerate(iter_json_array(path)):
+        e = _entry(e, i, "db_id", "query")
+        yield GoldItem(index=i, db_id=e["db_id"], sql=e["query"].strip(), question=str(e.get("question", "")))
+
+
 def load_spider_dev(path: str | Path) -> list[GoldItem]:
     """Spider's ``dev.json`` (question, query, db_id per entry)."""
-    data = json_loads(_read(path))
-    return [GoldItem(index=i, db_id=e["db_id"], sql=e["query"].strip(), question=e.get("question", ""))
-            for i, e in enumerate(data)]
+    return list(iter_spider_dev(path))
+
+
+def _jsonl(path: str | Path) -> Iterator[Any]:
+    with Path(path).open(encoding="utf-8", errors="replace") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if line.strip():
+                try:
+                    yield json_loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"line {lineno}: not JSON ({exc.msg})") from None
+
+
+def _starts_with_bracket(path: str | Path) -> bool:
+    with Path(path).open(encoding="utf-8", errors="replace") as handle:
+        while (c := handle.read(1)) and c.isspace():
+            pass
+    return c == "["
+
+
+def iter_bird_dev(path: str | Path) -> Iterator[GoldItem]:
+    """BIRD ``dev.json`` (a list) or mini-dev ``.jsonl`` (one object a line), with evidence and difficulty; read
+    as a stream."""
+    entries: Iterable[Any] = iter_json_array(path) if _starts_with_bracket(path) else _jsonl(path)
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise ValueError(f"entry {i + 1}: expected an object")
+        sql = e.get("SQL", e.get("query", ""))
+        e = _entry({**e, "SQL": sql}, i, "db_id", "SQL")
+        yield GoldItem(index=i, db_id=e["db_id"], sql=sql.strip(), question=str(e.get("question", "")),
+                       evidence=str(e.get("evidence") or ""), difficulty=e.get("difficulty"))
 
 
 def load_bird_dev(path: str | Path) -> list[GoldItem]:
     """BIRD ``dev.json`` (a list) or mini-dev ``.jsonl`` (one object a line), with evidence and difficulty."""
-    text = _read(path)
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        entries = json_loads(text)
-    else:
-        entries = [json_loads(line) for line in text.splitlines() if line.strip()]
-    items = []
-    for i, e in enumerate(entries):
-        sql = e.get("SQL", e.get("query", ""))
-        items.append(GoldItem(index=i, db_id=e["db_id"], sql=sql.strip(), question=e.get("question", ""),
-                              evidence=e.get("evidence", ""), difficulty=e.get("difficulty")))
-    return items
+    return list(iter_bird_dev(path))
 
 
 # --- pairing ------------------------------------------------------------------------

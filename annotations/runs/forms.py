@@ -1,3 +1,5 @@
+import io
+
 from django import forms
 
 from agent.forms import MultipleFileField, strategy_choices
@@ -41,10 +43,9 @@ class PredictionImportForm(forms.Form):
             raise forms.ValidationError(
                 f"The file is {upload.size // (1024 * 1024)} MB; prediction files up to "
                 f"{MAX_PREDICTION_BYTES // (1024 * 1024)} MB are accepted.")
-        try:
-            return upload.read().decode("utf-8")
-        except UnicodeDecodeError:
-            raise forms.ValidationError("The file is not UTF-8 text.") from None
+        # A text stream over the upload, read a line at a time by the importer (which reports bad UTF-8).
+        upload.seek(0)
+        return io.TextIOWrapper(upload.file, encoding="utf-8", newline=None)
 
 
 class CompareForm(forms.Form):

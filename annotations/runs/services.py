@@ -34,8 +34,8 @@ from annotations.evaluation import (
     GoldItem,
     evaluate,
     gold_stats,
-    load_bird_dev,
-    load_spider_dev,
+    iter_bird_dev,
+    iter_spider_dev,
     parse_bird_predictions,
     parse_spider_predictions,
 )
@@ -97,16 +97,14 @@ def _layout(kind: str, path: Path) -> tuple[Callable[[], Iterable[GoldItem]], Pa
     ``<db_id>/<db_id>.sqlite`` for the dataset at ``path``."""
     if kind == Dataset.Kind.SPIDER:
         dev = path / "dev.json" if path.is_dir() else path
-        items = load_spider_dev(dev)  # one JSON array (a few MB): loaded whole
-        return lambda: items, dev.parent / "database"
+        return lambda: iter_spider_dev(dev), dev.parent / "database"  # streamed, once per pass
     if kind == Dataset.Kind.BIRD:
         dev = path / "dev.json" if path.is_dir() else path
         if not dev.exists() and path.is_dir():
             dev = next(iter(sorted(path.glob("*.json*"))), dev)
         folder = next((dev.parent / d for d in ("dev_databases", "databases", "database")
                        if (dev.parent / d).is_dir()), None)
-        bird = load_bird_dev(dev)
-        return lambda: bird, folder
+        return lambda: iter_bird_dev(dev), folder
     return lambda: _iter_generic(path), (path.parent / "database") if (path.parent / "database").is_dir() else None
 
 
@@ -272,7 +270,7 @@ def db_resolver_for(dataset: Dataset):
 # --- runs -------------------------------------------------------------------------------
 
 
-def run_import_predictions(*, dataset: Dataset, text: str, fmt: str, name: str, source_file: str = "",
+def run_import_predictions(*, dataset: Dataset, text: str | Iterable[str], fmt: str, name: str, source_file: str = "",
                            user=None, evaluate_later: bool = False, missing: str | None = None) -> Run:
     """An external system's predictions as a Run. Malformed lines are kept as issues, the rest imported.
 
@@ -282,16 +280,20 @@ def run_import_predictions(*, dataset: Dataset, text: str, fmt: str, name: str, 
     questions are scored). Without a choice such a run stays pending until ``run_choose_missing``.
 
     ``evaluate_later`` queues its evaluation after commit (the web upload); otherwise the caller evaluates.
+    ``text``: the file's text, or an open text file (Spider's format is then read a line at a time).
     """
-    if fmt == "spider":
-        parsed = parse_spider_predictions(text)
-    elif fmt == "bird":
-        try:
-            parsed = parse_bird_predictions(text)
-        except ValueError as exc:
-            raise ValidationError(f"Not a BIRD prediction file: {exc}") from None
-    else:
-        raise ValidationError(f"Unknown prediction format {fmt!r}; expected spider or bird")
+    try:
+        if fmt == "spider":
+            parsed = parse_spider_predictions(text)
+        elif fmt == "bird":
+            try:  # one JSON object: the entry-by-entry parser needs its text
+                parsed = parse_bird_predictions(text if isinstance(text, str) else "".join(text))
+            except ValueError as exc:
+                raise ValidationError(f"Not a BIRD prediction file: {exc}") from None
+        else:
+            raise ValidationError(f"Unknown prediction format {fmt!r}; expected spider or bird")
+    except UnicodeDecodeError:
+        raise ValidationError("The file is not UTF-8 text.") from None
     if missing not in (None, *MissingPredictions.values):
         raise ValidationError(f"Unknown choice for missing predictions {missing!r}; expected wrong or subset")
     questions = {q.index: q for q in dataset.questions.all()}

@@ -189,7 +189,9 @@ def dataset_upload_run(*, job: ImportJob) -> None:
                            stage=f"imported {dataset.question_count} questions")
     except ValidationError as exc:
         _undo(folder, existing_dbs)
-        uploads.job_fail(job=job, error=" ".join(exc.messages))
+        # Paths inside the upload, not on the server.
+        uploads.job_fail(job=job, error=" ".join(exc.messages).replace(f"{folder.resolve()}/", "")
+                         .replace(str(folder.resolve()), "the upload"))
     except Exception as exc:  # the job must end either way; the log has the traceback
         logger.exception("import of uploaded dataset %s failed", job.pk)
         _undo(folder, existing_dbs)

@@ -25,12 +25,13 @@ def sqlite_bytes(tmp_path: Path, name: str = "concert_singer") -> bytes:
     return path.read_bytes()
 
 
-def spider_zip(tmp_path: Path, *, questions: list[dict] | None = None, top: str = "spider_small",
+def spider_zip(tmp_path: Path, *, questions: list[dict] | str | None = None, top: str = "spider_small",
                db_bytes: bytes | None = None) -> bytes:
     """A zip as Spider ships it: <top>/dev.json and <top>/database/<db_id>/<db_id>.sqlite."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr(f"{top}/dev.json", json.dumps(QUESTIONS if questions is None else questions))
+        raw = questions if isinstance(questions, str) else json.dumps(QUESTIONS if questions is None else questions)
+        zf.writestr(f"{top}/dev.json", raw)  # a str: the file's text as given
         zf.writestr(f"{top}/database/concert_singer/concert_singer.sqlite",
                     sqlite_bytes(tmp_path) if db_bytes is None else db_bytes)
     return buffer.getvalue()

@@ -36,8 +36,8 @@ class Command(BaseCommand):
             raise CommandError(f"No such file: {path}")
         fmt = format or ds.eval_mode
         try:
-            with transaction.atomic():
-                run = services.run_import_predictions(dataset=ds, text=path.read_text(encoding="utf-8"), fmt=fmt,
+            with transaction.atomic(), path.open(encoding="utf-8") as handle:  # read as a stream
+                run = services.run_import_predictions(dataset=ds, text=handle, fmt=fmt,
                                                       name=save or f"evaluate {path.name}", source_file=path.name,
                                                       missing=missing)
                 if services.run_awaits_missing_choice(run):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils.html import escape
 
 from agent.models import Database, DatabaseGrant, ImportJob
 from agent.roles import OPERATOR, VIEWER
@@ -89,7 +90,8 @@ def _nothing_stored(upload_dir: Path) -> None:
 
 
 @pytest.mark.parametrize(("make", "message"), [
-    (lambda tmp: spider_zip(tmp, questions=[{"db_id": "concert_singer", "question": "q"}]), "Cannot read spider"),
+    (lambda tmp: spider_zip(tmp, questions=[{"db_id": "concert_singer", "question": "q"}]), "entry 1: needs 'query'"),
+    (lambda tmp: spider_zip(tmp, questions="[" + "[" * 300 + "]" * 300 + "]"), "nested deeper than 100"),
     (lambda tmp: spider_zip(tmp, db_bytes=b"not a database"), "not usable"),
     (lambda tmp: b"PK\x03\x04 truncated", "not a zip file"),
 ])
@@ -100,7 +102,8 @@ def test_a_malformed_upload_fails_its_job_clearly_and_stores_nothing(client, ope
     assert job.status == "failed"
     assert message in job.error
     page = client.get(job.get_absolute_url()).content.decode()
-    assert message in page and "Nothing was stored" in page
+    assert escape(message) in page and "Nothing was stored" in page
+    assert str(upload_dir) not in job.error  # paths inside the upload, never the server's
     _nothing_stored(upload_dir)
 
 

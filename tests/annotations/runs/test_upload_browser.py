@@ -48,7 +48,7 @@ def test_upload_a_dataset_and_follow_its_progress(page, live_server, staff, uplo
         page.set_input_files("input[name=archive]", str(bad))
         page.click("button:has-text('Upload and import')")
         page.wait_for_selector("#import-error", timeout=60_000)
-        assert "Cannot read spider data" in page.inner_text("#import-error")
+        assert "entry 1: needs 'query'" in page.inner_text("#import-error")
         assert not Dataset.objects.filter(name="bad").exists()
     finally:
         worker.stop()
