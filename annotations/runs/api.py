@@ -222,14 +222,16 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"])
     def agreement(self, request: Request, pk: str | None = None) -> Response:
-        """Agreement between the run's annotators, per error category, with the number of items it rests on."""
+        """Agreement between the run's annotators on blind labels: Krippendorff's alpha overall and per error
+        category, Cohen's kappa per pair, each with the number of questions it rests on (as on the agreement page)."""
         from annotations.labels import selectors as label_selectors
 
         run = self.get_object()
         annotators = list(label_selectors.run_annotators(run=run))
         figures = label_selectors.run_agreement(run=run, annotator_ids=[u.pk for u in annotators])
         return Response({"run": run.pk, "annotators": [u.get_username() for u in annotators],
-                         "items": figures["items"],
+                         "alpha": figures.get("alpha"), "items": figures["items"], "ratings": figures.get("ratings"),
+                         "not_blind": figures.get("not_blind"), "pairs": figures.get("pairs", []),
                          "categories": [{"category": row["category"].key,
                                          **{k: v for k, v in row.items() if k != "category"}}
                                         for row in figures["rows"]]})

@@ -93,6 +93,8 @@ def test_run_items_compare_and_agreement(client, account, dataset, django_user_m
     agreement = client.get(f"/api/runs/{one.pk}/agreement/").json()
     assert agreement["annotators"] == ["ann1", "ann2"] and agreement["items"] == 2
     assert agreement["categories"][0]["category"] == category.key
+    assert agreement["pairs"][0]["first"] == "ann1" and agreement["pairs"][0]["items"] == 2
+    assert "alpha" in agreement
     queues = client.get("/api/queues/", {"run": one.pk}).json()
     assert [q["name"] for q in queues["results"]] == ["failures"]
     assert client.get("/api/datasets/tiny/questions/").json()["count"] == 3
