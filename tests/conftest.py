@@ -139,7 +139,7 @@ def give_roles(user, *roles: str):
     return user
 
 
-def testers_group():
+def group_of_testers():
     """The group the ``user`` fixture belongs to; fixtures that register databases grant them to it."""
     from django.contrib.auth.models import Group
 
@@ -150,7 +150,7 @@ def testers_group():
 def user(django_user_model):
     """A new account: the default roles (Viewer and Asker), in the group granted the fixtures' databases."""
     account = django_user_model.objects.create_user("ana", "ana@example.com", "pw-ana-123")
-    account.groups.add(testers_group())
+    account.groups.add(group_of_testers())
     return account
 
 
@@ -251,7 +251,7 @@ def spider_database(db, tmp_path_factory):
             if not path.exists():
                 pytest.fail(f"{db_id} is neither a committed slice nor in the shared data ({path})")
         database = services.database_register(name=db_id, location=str(path), refresh="sync")
-        DatabaseGrant.objects.get_or_create(database=database, group=testers_group())
+        DatabaseGrant.objects.get_or_create(database=database, group=group_of_testers())
         return database
 
     return register

@@ -17,7 +17,7 @@ from django.urls import reverse
 from agent.models import AgentSession, Turn
 from agent.roles import ANNOTATOR, CURATOR, OPERATOR, ensure_roles
 from tests.conftest import give_roles
-from tests.conftest import testers_group as team
+from tests.conftest import group_of_testers as team
 
 pytestmark = pytest.mark.django_db
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db
 def account(django_user_model):
     def make(name: str, *roles: str):
         user = django_user_model.objects.create_user(name, password=f"pw-{name}-123")
-        user.groups.add(conftest.testers_group())
+        user.groups.add(conftest.group_of_testers())
         return give_roles(user, VIEWER, *roles)
 
     return make

@@ -19,7 +19,7 @@ def register(make_sqlite):
             name=name, location=str(make_sqlite("CREATE TABLE t (x INTEGER);", name=f"{name}.sqlite")),
             refresh="sync")
         if granted:
-            DatabaseGrant.objects.create(database=database, group=conftest.testers_group())
+            DatabaseGrant.objects.create(database=database, group=conftest.group_of_testers())
         return database
 
     return make
@@ -51,7 +51,7 @@ def test_the_last_database_and_strategy_are_remembered_per_account(user_client, 
     assert selected(html) == "shop" and "the database you last asked about" in html
     assert '<option value="dart_sql" selected>' in html and 'id="ask-strategy-name">DART-SQL' in html
     other = django_user_model.objects.create_user("bo", "bo@example.com", "pw-bo-12345")
-    other.groups.add(conftest.testers_group())
+    other.groups.add(conftest.group_of_testers())
     client.force_login(other)  # another account keeps its own default
     assert selected(client.get(reverse("ask")).content.decode()) == "chinook"
 

@@ -16,7 +16,7 @@ def test_ask_remembers_the_database_after_a_dataset_import(page, live_server, us
         database = services.database_register(
             name=name, location=str(make_sqlite("CREATE TABLE t (x INTEGER);", name=f"{name}.sqlite")),
             refresh="sync")
-        DatabaseGrant.objects.create(database=database, group=conftest.testers_group())
+        DatabaseGrant.objects.create(database=database, group=conftest.group_of_testers())
 
     register("shop")
     replay_llm(['Thought: t\nAction: ExecuteSQL("SELECT 1")', "Thought: ok\nAction: Done"])

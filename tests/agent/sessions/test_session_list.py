@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from agent import selectors
 from agent.models import AgentSession, Turn
-from tests.conftest import testers_group as team
+from tests.conftest import group_of_testers as team
 
 pytestmark = pytest.mark.django_db
 

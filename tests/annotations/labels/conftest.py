@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from agent.roles import ANNOTATOR, ensure_roles
-from tests.conftest import testers_group
+from tests.conftest import group_of_testers
 
 SCHEMA = """
 CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
@@ -39,7 +39,7 @@ def tiny_run(db, make_sqlite, grant):
 
     path = make_sqlite(SCHEMA, name="singers.sqlite")
     database = agent_services.database_register(name="singers", location=str(path), refresh="none")
-    grant(database, testers_group())
+    grant(database, group_of_testers())
     dataset = Dataset.objects.create(name="tiny", kind="spider", source_path=str(path), question_count=5)
     run = Run.objects.create(name="tiny run", dataset=dataset, source="imported", status="done",
                              totals={"ex": 20.0, "correct": 1, "scored": 5, "questions": 5})
@@ -64,7 +64,7 @@ def seeded(db):
 def make_annotator(django_user_model, username: str):
     """An Annotator in the group the tiny run's database is granted to."""
     user = django_user_model.objects.create_user(username, f"{username}@example.com", f"pw-{username}-123")
-    user.groups.add(Group.objects.get(name=ANNOTATOR), testers_group())
+    user.groups.add(Group.objects.get(name=ANNOTATOR), group_of_testers())
     return user
 
 
@@ -77,5 +77,5 @@ def annotators(django_user_model):
 def viewer(django_user_model):
     """A new account (default roles: Viewer, Asker) granted the tiny run's database: it reads, never labels."""
     user = django_user_model.objects.create_user("viewer", "viewer@example.com", "pw-viewer-123")
-    user.groups.add(testers_group())
+    user.groups.add(group_of_testers())
     return user

@@ -10,7 +10,7 @@ from agent.roles import CURATOR
 from annotations import policies
 from annotations.labels import selectors, services
 from annotations.labels.models import Label
-from tests.conftest import testers_group as granted_group
+from tests.conftest import group_of_testers as granted_group
 
 pytestmark = pytest.mark.django_db
 

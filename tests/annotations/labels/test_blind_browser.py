@@ -9,7 +9,7 @@ from annotations.labels import selectors, services
 from annotations.labels.models import Label
 from tests.annotations.labels.conftest import make_annotator
 from tests.browser import log_in
-from tests.conftest import testers_group as granted_group
+from tests.conftest import group_of_testers as granted_group
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -1,7 +1,7 @@
 import pytest
 
 from annotations.runs import services
-from tests.conftest import SPIDER_DIR, testers_group
+from tests.conftest import SPIDER_DIR, group_of_testers
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def spider_dev(db):
     if not SPIDER_DIR.exists():
         pytest.fail(f"Spider dev data not found at {SPIDER_DIR}; mark the test shared_data")
     dataset = services.dataset_import(kind="spider", path=SPIDER_DIR, name="spider-dev", build_indexes=False)
-    group = testers_group()
+    group = group_of_testers()
     for database_id in set(dataset.questions.exclude(database=None).values_list("database_id", flat=True)):
         DatabaseGrant.objects.get_or_create(database_id=database_id, group=group)
     return dataset
@@ -43,7 +43,7 @@ def built_dataset(db, tmp_path, make_sqlite):
         # Introspected and indexed now (a 20-row table): estimates and sessions need the schema.
         dataset = services.dataset_import(kind="jsonl", path=folder / "questions.jsonl", name=name)
         for database_id in set(dataset.questions.exclude(database=None).values_list("database_id", flat=True)):
-            DatabaseGrant.objects.get_or_create(database_id=database_id, group=testers_group())
+            DatabaseGrant.objects.get_or_create(database_id=database_id, group=group_of_testers())
         return dataset
 
     return build

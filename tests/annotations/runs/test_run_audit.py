@@ -9,7 +9,7 @@ from agent.roles import OPERATOR, VIEWER
 from agent.services import audit
 from annotations.runs import services
 from tests.conftest import give_roles
-from tests.conftest import testers_group as team_group
+from tests.conftest import group_of_testers as team_group
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from agent.models import AuditEntry
 from agent.roles import OPERATOR, VIEWER
 from annotations.runs.models import Run
 from tests.conftest import give_roles
-from tests.conftest import testers_group as team_group
+from tests.conftest import group_of_testers as team_group
 
 pytestmark = pytest.mark.django_db
 

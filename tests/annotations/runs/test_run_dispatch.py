@@ -14,7 +14,7 @@ from agent.models import AgentSession, DatabaseGrant
 from agent.services import sessions
 from annotations.runs import services
 from annotations.runs.models import Run
-from tests.conftest import testers_group
+from tests.conftest import group_of_testers
 from tests.support.run_dataset import replay_script, write_dataset
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +26,7 @@ def make_dataset(tmp_path):
         path = write_dataset(tmp_path / name, n)
         dataset = services.dataset_import(kind="jsonl", path=path, name=name, build_indexes=True)
         for database_id in set(dataset.questions.exclude(database=None).values_list("database_id", flat=True)):
-            DatabaseGrant.objects.get_or_create(database_id=database_id, group=testers_group())
+            DatabaseGrant.objects.get_or_create(database_id=database_id, group=group_of_testers())
         return dataset
     return make
 

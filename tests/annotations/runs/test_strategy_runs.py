@@ -16,7 +16,7 @@ from annotations.runs import selectors, services
 from annotations.runs.models import Run
 from annotations.runs.pools import question_key
 from tests.agent.strategies.tool_double import build_school_db
-from tests.conftest import testers_group
+from tests.conftest import group_of_testers
 
 
 def drive(run):
@@ -67,7 +67,7 @@ def school_dataset(tmp_path: Path):
     (root / "dev.json").write_text(json.dumps([{"db_id": "school", "question": q, "query": s} for q, s in QUESTIONS]))
     dataset = services.dataset_import(kind="spider", path=root, name="tiny-dev", build_indexes=True)
     for database_id in set(dataset.questions.exclude(database=None).values_list("database_id", flat=True)):
-        DatabaseGrant.objects.get_or_create(database_id=database_id, group=testers_group())  # user_client's
+        DatabaseGrant.objects.get_or_create(database_id=database_id, group=group_of_testers())  # user_client's
     LLMEndpoint.objects.create(name="priced", base_url="http://127.0.0.1:9/v1", model="replay-model",
                                input_price_per_mtok=1.0, output_price_per_mtok=2.0, is_default=True)
     return dataset
