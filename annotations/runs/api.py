@@ -127,7 +127,11 @@ class RunCreateSerializer(serializers.Serializer):
     db_ids = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list,
                                    help_text="Only the questions of these databases.")
     limit = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None,
-                                     help_text="Only the first N questions.")
+                                     help_text="Only N questions: the first N, or a random N (sample=random).")
+    sample = serializers.ChoiceField(choices=["first", "random"], default="first",
+                                     help_text="With limit: the first N questions, or a random N drawn with seed.")
+    seed = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None,
+                                    help_text="Seed of a random sample; drawn and stored on the run when omitted.")
     max_concurrency = serializers.IntegerField(min_value=1, max_value=64, required=False, allow_null=True,
                                                default=None)
     spend_cap = serializers.FloatField(min_value=0, required=False, allow_null=True, default=None)

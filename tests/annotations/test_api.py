@@ -153,3 +153,16 @@ def test_exemplars_written_reviewed_and_published_through_the_api(client, accoun
     assert uploaded.status_code == 201 and ExemplarSet.objects.filter(name="copy").exists()
     junk = client.post("/api/exemplar-sets/upload/", {"file": SimpleUploadedFile("x.json", b"{}")})
     assert junk.status_code == 400 and "file" in junk.json()
+
+
+def test_a_run_is_launched_on_a_seeded_random_sample(client, account, dataset, replay_llm):
+    from annotations.runs.sampling import sample_questions
+
+    replay_llm(["Thought: x\nAction: Done"])
+    client.force_login(account("otto", OPERATOR))
+    created = post(client, "/api/runs/", {"dataset": "tiny", "name": "r", "limit": 2, "sample": "random", "seed": 3})
+    assert created.status_code == 201, created.content
+    run = Run.objects.get(pk=created.json()["id"])
+    expected = [q.index for q in sample_questions(dataset.questions.all(), limit=2, mode="random", seed=3)]
+    assert sorted(run.items.values_list("question__index", flat=True)) == expected
+    assert created.json()["config"]["sample"] == {"db_ids": [], "limit": 2, "mode": "random", "seed": 3}
