@@ -5,10 +5,13 @@ from django.core.exceptions import ValidationError
 from agent import services
 from agent.models import (
     AgentSession,
+    AskPreference,
     AuditEntry,
     Database,
     DatabaseGrant,
     ExamplePool,
+    ImportJob,
+    LLMCallLease,
     LLMEndpoint,
     Turn,
     UserBudget,
@@ -151,3 +154,33 @@ class AuditEntryAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows the app writes itself (progress of imports, remembered choices, call slots): shown, never edited."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ImportJob)
+class ImportJobAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "kind", "name", "status", "done", "total", "created_by")
+    list_filter = ("kind", "status")
+    search_fields = ("name",)
+
+
+@admin.register(AskPreference)
+class AskPreferenceAdmin(ReadOnlyAdmin):
+    list_display = ("user", "database", "strategy", "updated_at")
+
+
+@admin.register(LLMCallLease)
+class LLMCallLeaseAdmin(ReadOnlyAdmin):
+    """A slot of an endpoint's max_concurrency held by a call in flight; an expired one is free to take."""
+
+    list_display = ("endpoint", "slot", "acquired_at", "expires_at")
+    list_filter = ("endpoint",)
