@@ -247,6 +247,10 @@ class AgentSession(models.Model):
     llm_endpoint = models.ForeignKey(LLMEndpoint, null=True, blank=True, on_delete=models.SET_NULL)
     created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="agent_sessions")
+    billed_to = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="billed_sessions",
+        help_text="The account whose daily budget this session's LLM calls count to: who asked, or who launched "
+                  "the run it belongs to. Empty: an operator's command (no budget).")
 
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     final_sql = models.TextField(blank=True)

@@ -84,7 +84,7 @@ def usage_today(user, *, now: dt.datetime | None = None) -> tuple[int, float]:
     """(tokens, cost) of the account's turns stored since midnight UTC, its runs' sessions included."""
     if user is None or not user.pk:
         return 0, 0.0
-    totals = Turn.objects.filter(session__created_by=user, created_at__gte=utc_day_start(now)).aggregate(
+    totals = Turn.objects.filter(session__billed_to=user, created_at__gte=utc_day_start(now)).aggregate(
         tokens=Sum(F("prompt_tokens") + F("completion_tokens")), cost=Sum("cost"))
     return int(totals["tokens"] or 0), float(totals["cost"] or 0.0)
 

@@ -3,10 +3,12 @@ the endpoint's concurrency slots, held until the call returns (``agent/services/
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from agent.conf import agent_settings
 from agent.llm import ChatModel, GatedChatModel, PlannedCall, PriceTable
 from agent.models import LLMEndpoint
 
@@ -19,8 +21,9 @@ def endpoint_concurrency(name: str) -> int:
     return int(limit or LLMEndpoint._meta.get_field("max_concurrency").default)
 
 
-def session_gate(*, user, llm_snapshot: Mapping[str, Any]):
-    """A gate for the calls of one session started by ``user`` (None: an operator's command, no budget)."""
+def session_gate(*, user, llm_snapshot: Mapping[str, Any], deadline: float | None = None):
+    """A gate for the calls of one session billed to ``user`` (None: an operator's command, no budget).
+    ``deadline`` (``time.monotonic()``): the session's wall-clock limit, which also bounds a wait for a slot."""
     prices = PriceTable.from_dict(llm_snapshot.get("prices") or {})
     model = str(llm_snapshot.get("model") or "")
     endpoint = str(llm_snapshot.get("endpoint") or "environment")
@@ -28,11 +31,13 @@ def session_gate(*, user, llm_snapshot: Mapping[str, Any]):
     @contextmanager
     def gate(call: PlannedCall) -> Iterator[None]:
         budgets.check_budget(user=user, call=call, prices=prices, model=model)
-        with llm_slots.slot(endpoint, endpoint_concurrency(endpoint)):
+        wait_s = None if deadline is None else max(0.0, min(float(agent_settings.LLM_SLOT_WAIT_S),
+                                                            deadline - time.monotonic()))
+        with llm_slots.slot(endpoint, endpoint_concurrency(endpoint), wait_s=wait_s):
             yield
 
     return gate
 
 
-def gated(llm: ChatModel, *, user, llm_snapshot: Mapping[str, Any]) -> GatedChatModel:
-    return GatedChatModel(llm, session_gate(user=user, llm_snapshot=llm_snapshot))
+def gated(llm: ChatModel, *, user, llm_snapshot: Mapping[str, Any], deadline: float | None = None) -> GatedChatModel:
+    return GatedChatModel(llm, session_gate(user=user, llm_snapshot=llm_snapshot, deadline=deadline))

@@ -151,6 +151,7 @@ def session_create(
     options: Mapping[str, Any] | None = None, user=None, endpoint: LLMEndpoint | None = None,
     few_shot: FewShot | None = None, zero_shot: bool = False, paper_replica: bool = False,
     enqueue: bool = True, example_pool: ExamplePool | None = None, question_key: str | None = None,
+    billed_to=None,
 ) -> AgentSession:
     """Validate, snapshot the configuration, store the session, and queue it after commit.
 
@@ -161,6 +162,8 @@ def session_create(
     unless ``zero_shot`` asks for none; the snapshot's ``exemplars_choice`` says which happened.
     ``example_pool`` is what retrieving strategies draw examples from; ``question_key`` is this question's
     key in such a pool (a run over a dataset sets it), never retrieved (leave-one-out).
+    ``billed_to``: whose daily budget the session's LLM calls count to (default: ``user``; a run's sessions: its
+    launcher, while ``created_by`` stays empty, as nobody asked them by hand).
     ``paper_replica`` is the preset of the agent as the paper's authors ran it: their exemplars (unless a set
     is chosen), their observation formats and their code's switches (README, "Fidelity to the paper").
     """
@@ -182,8 +185,10 @@ def session_create(
         errors["llm"] = ["No LLM endpoint is configured: set OPENAI_BASE_URL, OPENAI_API_KEY and T2S_LLM_MODEL "
                          "(see README), or add a default endpoint in the admin."]
     owner = user if user is not None and user.is_authenticated else None
-    if owner is not None:
-        used_up = budgets.budget_used_up(owner)
+    if billed_to is None or not billed_to.is_authenticated:
+        billed_to = owner
+    if billed_to is not None:
+        used_up = budgets.budget_used_up(billed_to)
         if used_up:
             errors["budget"] = [used_up]
     if paper_replica:
@@ -224,7 +229,7 @@ def session_create(
             database=database, question=question, evidence=(evidence or "").strip(), strategy=strategy,
             model=session_model(config), config=config, llm_endpoint=endpoint if endpoint.pk else None,
             queued_at=timezone.now(),
-            created_by=user if user is not None and user.is_authenticated else None,
+            created_by=owner, billed_to=billed_to,
         )
         if enqueue:
             session_enqueue(session=session)
@@ -414,7 +419,7 @@ def session_execute(*, session_id: int) -> None:
     interrupted: BaseException | None = None
     with ExitStack() as cleanup:  # closes the tools' connector however the session ends
         try:
-            session = AgentSession.objects.select_related("database", "created_by").get(pk=session_id)
+            session = AgentSession.objects.select_related("database", "billed_to").get(pk=session_id)
             previous = session_records(session)
             strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
             # The thread's SQLite query process serves session after session (a child per session was costly).
@@ -427,7 +432,7 @@ def session_execute(*, session_id: int) -> None:
             deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
             # The wall-clock limit cuts a call in flight too (its timeout and retries end at the deadline).
             llm = gates.gated(llm_client_from_snapshot(session.config["llm"]).bounded(deadline),
-                              user=session.created_by, llm_snapshot=session.config["llm"])
+                              user=session.billed_to, llm_snapshot=session.config["llm"], deadline=deadline)
             few_shot = _few_shot(session.config)
             ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
                                  exemplars=_exemplars_for(few_shot, strategy), tool_description=few_shot.tool_description,

@@ -591,7 +591,7 @@ def _start_sessions(run: Run, items: list[RunItem]) -> int:
                     database=item.question.database, question=item.question.question,
                     evidence=item.question.evidence, strategy=run.strategy, options=options, few_shot=version,
                     endpoint=endpoint, example_pool=example_pool,
-                    user=run.created_by,  # the run's spend counts to its launcher's daily budget
+                    billed_to=run.created_by,  # the run's spend counts to its launcher's daily budget
                     question_key=question_key(item.question) if example_pool is not None else None,
                     zero_shot=version is None)  # the run resolved its set (or none) when it was created
         except ValidationError as exc:

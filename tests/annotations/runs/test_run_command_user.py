@@ -7,8 +7,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from agent.models import AuditEntry
+from agent.models import AgentSession, AuditEntry
 from agent.roles import OPERATOR, VIEWER
+from annotations.runs import services
 from annotations.runs.models import Run
 from tests.conftest import give_roles
 from tests.conftest import group_of_testers as team_group
@@ -30,6 +31,10 @@ def test_run_as_a_named_account_follows_its_rules(built_dataset, replay_llm, dja
     call_command("run", "--dataset", dataset.name, "--user", "otto", "--concurrency", "1", stdout=StringIO())
     run = Run.objects.get()
     assert run.created_by == outsider
+    services.run_dispatch(run=run)
+    sessions = list(AgentSession.objects.filter(run_items__run=run))
+    # Its sessions count to the launcher's budget, but nobody asked them by hand (Ask's recent list stays clean).
+    assert sessions and all(s.billed_to == outsider and s.created_by is None for s in sessions)
     launch = AuditEntry.objects.get(action=AuditEntry.Action.RUN_LAUNCH)
     assert launch.actor == outsider and launch.via == "command"
     with pytest.raises(CommandError, match="ana may not do this"):
