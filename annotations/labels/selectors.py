@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from agent.models import Turn
@@ -362,7 +362,8 @@ def runs_distribution(*, runs: QuerySet[Run], user=None) -> dict[str, Any]:
     """Category counts per run, for those of ``runs`` with labels (across-runs dashboard; the labels ``user``
     may see).
 
-    A fixed number of queries whatever the number of runs: the labelled runs, their labels, their failure counts."""
+    Counted by the database in grouped queries whatever the number of runs and labels: an item counts under its
+    final labels if adjudicated, else under every label given (as ``item_categories``)."""
     version = default_taxonomy_version()
     categories = list(version.categories.all()) if version else []
     labelled_runs = list(runs.filter(pk__in=Label.objects.values("item__run_id")).select_related("dataset")
@@ -371,43 +372,42 @@ def runs_distribution(*, runs: QuerySet[Run], user=None) -> dict[str, Any]:
     labels = Label.objects.filter(item__run_id__in=run_ids)
     if user is not None:
         labels = policies.hide_blind_labels(user, labels, run_ids=run_ids)
-    given: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
-    final: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for run_id, item_id, key, is_final in labels.values_list("item__run_id", "item_id", "category__key",
-                                                             "is_final"):
-        (final if is_final else given)[run_id][item_id].add(key)
+    counting = labels.filter(Q(is_final=True) | ~Exists(labels.filter(item_id=OuterRef("item_id"), is_final=True)))
+    counts: dict[int, Counter] = defaultdict(Counter)
+    for run_id, key, n in (counting.order_by().values_list("item__run_id", "category__key")
+                           .annotate(n=Count("item_id", distinct=True))):
+        counts[run_id][key] = n
+    items = dict(labels.order_by().values_list("item__run_id").annotate(n=Count("item_id", distinct=True)))
     failures = dict(RunItem.objects.filter(run_id__in=run_ids, ex=False).order_by()
-                    .values("run_id").annotate(n=Count("id")).values_list("run_id", "n"))
+                    .values_list("run_id").annotate(n=Count("id")))
     rows = []
     for run in labelled_runs:
-        items = set(given[run.pk]) | set(final[run.pk])
-        # as item_categories: an item counts under its final labels if adjudicated, else all labels given
-        counts = Counter(k for i in items for k in (final[run.pk].get(i) or given[run.pk][i]))
-        rows.append({"run": run, "labelled": len(items), "failures": failures.get(run.pk, 0),
-                     "counts": [counts.get(c.key, 0) for c in categories], "ex": (run.totals or {}).get("ex")})
+        rows.append({"run": run, "labelled": items.get(run.pk, 0), "failures": failures.get(run.pk, 0),
+                     "counts": [counts[run.pk].get(c.key, 0) for c in categories], "ex": (run.totals or {}).get("ex")})
     return {"categories": categories, "rows": rows}
 
 
 def queues_progress(*, queues: list[Queue], user) -> dict[int, dict[str, int]]:
-    """``queue_progress`` for many queues at once: three queries whatever their number (the queues' failures,
-    the items labelled by anyone, those labelled by ``user``), the filters applied here."""
+    """``queue_progress`` for many queues at once, in one grouped query whatever their number: the failures of
+    their runs counted per (run, database, difficulty, joins), with how many anyone and ``user`` labelled; each
+    queue adds up the groups its filters select."""
     run_ids = {q.run_id for q in queues}
     if not run_ids:
         return {}
-    items = list(RunItem.objects.filter(run_id__in=run_ids, ex=False).values_list(
-        "pk", "run_id", "question__db_id", "question__difficulty", "question__join_count"))
-    item_ids = Label.objects.filter(is_final=False, item__run_id__in=run_ids)
-    labelled = set(item_ids.values_list("item_id", flat=True))
-    mine = set(item_ids.filter(annotator=user).values_list("item_id", flat=True))
+    labelled = Label.objects.filter(item_id=OuterRef("pk"), is_final=False)
+    groups = list(RunItem.objects.filter(run_id__in=run_ids, ex=False).order_by()
+                  .values_list("run_id", "question__db_id", "question__difficulty", "question__join_count")
+                  .annotate(total=Count("id"), labelled=Count("id", filter=Q(Exists(labelled))),
+                            mine=Count("id", filter=Q(Exists(labelled.filter(annotator=user))))))
     out = {}
     for queue in queues:
-        chosen = [pk for pk, run_id, db_id, difficulty, joins in items
-                  if run_id == queue.run_id and (not queue.db_id or db_id == queue.db_id)
-                  and (not queue.difficulty or difficulty == queue.difficulty)
-                  and (queue.join_count is None or joins == queue.join_count)]
-        total = len(chosen)
-        done = sum(1 for pk in chosen if pk in labelled)
-        out[queue.pk] = {"total": total, "labelled": done, "mine": sum(1 for pk in chosen if pk in mine),
+        total = done = mine = 0
+        for run_id, db_id, difficulty, joins, n, n_labelled, n_mine in groups:
+            if (run_id == queue.run_id and (not queue.db_id or db_id == queue.db_id)
+                    and (not queue.difficulty or difficulty == queue.difficulty)
+                    and (queue.join_count is None or joins == queue.join_count)):
+                total, done, mine = total + n, done + n_labelled, mine + n_mine
+        out[queue.pk] = {"total": total, "labelled": done, "mine": mine,
                          "percent": round(100 * done / total) if total else 0}
     return out
 
