@@ -239,3 +239,43 @@ def test_exemplar_lists_queries_do_not_grow(user_client, user, world, django_ass
     exemplars(2)
     assert_flat(user_client, reverse("exemplars:exemplar_list"), lambda: exemplars(18), django_assert_max_num_queries)
     assert_flat(user_client, reverse("exemplars:set_list"), lambda: exemplars(18), django_assert_max_num_queries)
+
+
+def test_api_lists_of_datasets_runs_queues_and_exemplars_queries_do_not_grow(user_client, user, world,
+                                                                            django_assert_max_num_queries):
+    from annotations.exemplars import services as exemplar_services
+    from annotations.labels.models import Queue
+    from annotations.labels.selectors import default_taxonomy_version
+    from annotations.models import Exemplar, ExemplarSet
+    from annotations.runs.models import Dataset
+
+    version = default_taxonomy_version()
+
+    def runs(n):
+        for run in add_runs(world, n, labelled_by=user, with_sessions=True, user=user):
+            Queue.objects.create(name="q", run=run, taxonomy_version=version)
+
+    runs(2)
+    run = Queue.objects.first().run
+    for url in ("/api/runs/", "/api/queues/", f"/api/runs/{run.pk}/items/"):
+        assert_flat(user_client, url, lambda: runs(9), django_assert_max_num_queries)
+
+    def datasets(n):
+        for _ in range(n):
+            add_runs(world, 1, dataset=Dataset.objects.create(name=f"ds-{Dataset.objects.count()}", kind="spider",
+                                                               source_path="x"))
+
+    assert_flat(user_client, "/api/datasets/", lambda: datasets(18), django_assert_max_num_queries)
+    assert_flat(user_client, "/api/datasets/ds/questions/", lambda: None, django_assert_max_num_queries)
+
+    def exemplars(n):
+        for _ in range(n):
+            number = Exemplar.objects.count()
+            exemplar = Exemplar.objects.create(database=world, question=f"e{number}", final_sql="SELECT 1",
+                                               author=user, state="approved")
+            exemplar_set = ExemplarSet.objects.create(name=f"api-set-{number}", created_by=user)
+            exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[exemplar], user=user)
+
+    exemplars(2)
+    for url in ("/api/exemplars/", "/api/exemplar-sets/", "/api/exemplar-set-versions/"):
+        assert_flat(user_client, url, lambda: exemplars(18), django_assert_max_num_queries)
