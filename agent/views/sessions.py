@@ -16,8 +16,8 @@ from agent.strategies import STRATEGIES
 def ask(request: HttpRequest) -> HttpResponse:
     start = selectors.ask_initial(user=request.user, requested=request.GET.get("database", ""))
     initial = {"database": start["database"]}
-    if start["strategy"] in STRATEGIES:
-        initial["strategy"] = start["strategy"]
+    # The remembered strategy, else the first offered (so the large label names what the select shows).
+    initial["strategy"] = start["strategy"] if start["strategy"] in STRATEGIES else next(iter(STRATEGIES))
     form = AskForm(request.POST or None, initial=initial, user=request.user)
     endpoint = session_services.default_llm_endpoint()
     if request.method == "POST":

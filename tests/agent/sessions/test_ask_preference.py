@@ -38,6 +38,7 @@ def test_a_new_account_starts_on_the_demo_not_the_first_database(user_client, de
     register("battle_death")  # sorts before chinook, as after importing Spider
     html = user_client.get(reverse("ask")).content.decode()
     assert selected(html) == "chinook" and "the demo database" in html
+    assert 'id="ask-strategy-name">Interactive-T2S' in html
 
 
 def test_the_last_database_and_strategy_are_remembered_per_account(user_client, user, demo_database, register,
