@@ -26,8 +26,11 @@ def question_key(question: DatasetQuestion) -> str:
     return f"dataset:{question.dataset_id}:{question.index}"
 
 
-def pool_from_spec(spec: str) -> tuple[str, list[PoolExample]]:
-    """(a description of the source, its examples). Raises ValidationError for an unknown or empty pool."""
+def pool_from_spec(spec: str, *, datasets=None, runs=None) -> tuple[str, list[PoolExample]]:
+    """(a description of the source, its examples). Raises ValidationError for an unknown or empty pool.
+
+    ``datasets`` / ``runs``: the querysets to look in (what the launching user may see, from the policies); a
+    dataset or run outside them is unknown, with the same message. None: all (server-side commands)."""
     spec = (spec or "").strip()
     kind, _, rest = spec.partition(":")
     if kind == "exemplars" and rest:
@@ -40,10 +43,10 @@ def pool_from_spec(spec: str) -> tuple[str, list[PoolExample]]:
                                 e.get("database")) for e in version.exemplars if e.get("final_sql")]
         source = f"exemplar set {version.exemplar_set.name} v{version.number}"
     elif kind == "run" and rest:
-        examples, source = _reviewed(rest)
+        examples, source = _reviewed(rest, Run.objects.all() if runs is None else runs)
     else:
         name = rest if kind == "dataset" and rest else spec
-        dataset = Dataset.objects.filter(name=name).first()
+        dataset = (Dataset.objects.all() if datasets is None else datasets).filter(name=name).first()
         if dataset is None:
             raise ValidationError({"pool": [f"No dataset named {name!r} (or use exemplars:SET or run:ID)."]})
         examples = [PoolExample(question_key(q), q.question, q.gold_sql, q.db_id)
@@ -55,8 +58,8 @@ def pool_from_spec(spec: str) -> tuple[str, list[PoolExample]]:
     return source, examples
 
 
-def _reviewed(run_id: str) -> tuple[list[PoolExample], str]:
-    run = Run.objects.filter(pk=int(run_id)).first() if run_id.isdigit() else None
+def _reviewed(run_id: str, runs) -> tuple[list[PoolExample], str]:
+    run = runs.filter(pk=int(run_id)).first() if run_id.isdigit() else None
     if run is None:
         raise ValidationError({"pool": [f"No run #{run_id}."]})
     examples = []

@@ -28,6 +28,7 @@ from agent.services import sessions as session_services
 from agent.services.jobs import enqueue_on_commit
 from agent.strategies import STRATEGIES, create_strategy
 from agent.textclean import JSONTooDeep, clean_text, json_loads
+from annotations import policies
 from annotations.conf import annotations_settings
 from annotations.evaluation import (
     EvalItem,
@@ -467,7 +468,10 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
         raise ValidationError("No question matches this selection.")
     pool_snapshot = None
     if pool:
-        source, examples = pool_from_spec(pool)
+        # Through the web and the API, a pool is drawn only from datasets and runs the launcher may see.
+        source, examples = (pool_from_spec(pool) if user is None else
+                            pool_from_spec(pool, datasets=policies.visible_datasets(user),
+                                           runs=policies.visible_runs(user)))
         stored = session_services.example_pool_store(source=source, examples=examples)
         pool_snapshot = {**session_services.example_pool_snapshot(stored), "spec": pool}
     concurrency = spend.run_concurrency(max_concurrency, endpoint=endpoint)

@@ -46,7 +46,7 @@ def post(client, url, data):
 
 
 def test_a_run_is_launched_with_an_example_pool_and_bad_input_gets_field_errors(client, account, dataset,
-                                                                               replay_llm):
+                                                                               replay_llm, make_sqlite):
     replay_llm(["SELECT count(*) FROM singer"])
     client.force_login(account("otto", OPERATOR))
     created = post(client, "/api/runs/", {"dataset": "tiny", "name": "dart", "strategy": "dart_sql", "pool": "tiny",
@@ -63,6 +63,17 @@ def test_a_run_is_launched_with_an_example_pool_and_bad_input_gets_field_errors(
     bad = post(client, "/api/runs/", {"dataset": "nope", "name": "x", "limit": "many"})
     assert set(bad.json()) == {"dataset", "limit"}
     assert Run.objects.count() == 1
+
+    # A pool is drawn only from what the launcher may see: a dataset on a database not granted is unknown.
+    from agent import services as agent_services
+    from annotations.runs.models import Dataset
+
+    hidden = agent_services.database_register(name="hidden", location=str(make_sqlite("CREATE TABLE t (x INT);")),
+                                              refresh="none")
+    secret = Dataset.objects.create(name="secret", kind="jsonl", source_path="/x", question_count=1)
+    secret.questions.create(index=0, db_id="hidden", database=hidden, question="q", gold_sql="SELECT x FROM t")
+    bad = post(client, "/api/runs/", {"dataset": "tiny", "name": "x", "strategy": "dart_sql", "pool": "secret"})
+    assert bad.status_code == 400 and "No dataset named 'secret'" in bad.json()["pool"][0]
 
     cancelled = post(client, f"/api/runs/{run.pk}/cancel/", {})
     assert cancelled.json()["status"] == "cancelled"
