@@ -187,6 +187,7 @@ def run_summary(*, run: Run) -> dict[str, Any]:
         "import_issues": run.import_issues,
         "predictions": prediction_counts(run=run),
         "unscored": (run.totals["questions"] - run.totals["scored"]) if run.totals else None,
+        "outcomes": outcome_counts(run=run) if run.totals else [],
     }
 
 
@@ -261,6 +262,15 @@ def outcome(item: RunItem) -> tuple[str, str]:
     if status == Status.NOT_EXECUTABLE:
         return "not scored: no database", ""
     return "not evaluated yet", ""
+
+
+def outcome_counts(*, run: Run) -> list[tuple[str, int]]:
+    """How many of the run's questions ended each way, in the words of ``outcome`` (most frequent first)."""
+    counts: dict[str, int] = defaultdict(int)
+    rows = run.items.values_list("ex", "eval_status", "prediction_note").annotate(n=Count("id")).order_by()
+    for ex, status, note, n in rows:
+        counts[outcome(RunItem(ex=ex, eval_status=status, prediction_note=note))[0]] += n
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 COMPARE_KINDS = {

@@ -64,3 +64,10 @@ def test_csv_export_goes_through_the_formula_neutralising_writer(user_client, tw
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     assert rows[0] == selectors.COMPARE_CSV_HEADER and len(rows) == 4
     assert rows[1][5:7] == ["wrong → right", "wrong result"]
+
+
+def test_run_page_counts_outcomes_in_words(user_client, two_runs):
+    a, _ = two_runs
+    assert selectors.outcome_counts(run=a) == [("correct", 27), ("wrong result", 3)]
+    page = user_client.get(a.get_absolute_url()).content.decode()
+    assert "correct: 27<br>wrong result: 3<br>" in page
