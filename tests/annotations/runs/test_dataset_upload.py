@@ -139,3 +139,26 @@ def test_viewers_cannot_upload_datasets(user_client, tmp_path):
     response = user_client.post("/datasets/", {"kind": "spider", "name": "x",
                                                "archive": SimpleUploadedFile("s.zip", spider_zip(tmp_path))})
     assert response.status_code == 403
+
+
+def test_birds_own_archive_with_its_inner_databases_zip_is_imported(client, operator, tmp_path):
+    import io
+    import zipfile
+
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as zf:
+        zf.writestr("dev_databases/concert_singer/concert_singer.sqlite", sqlite_bytes(tmp_path))
+        zf.writestr("dev_databases/concert_singer/database_description/singer.csv",
+                    "original_column_name,column_description,value_description\nName,the singer's name,\n")
+    outer = io.BytesIO()
+    with zipfile.ZipFile(outer, "w") as zf:
+        zf.writestr("dev_20240627/dev.json", json.dumps([
+            {"question": q["question"], "SQL": q["query"], "db_id": q["db_id"], "evidence": "",
+             "difficulty": "simple"} for q in QUESTIONS]))
+        zf.writestr("dev_20240627/dev_databases.zip", inner.getvalue())
+    job = run_job(upload(client, kind="bird", name="bird-small",
+                         archive=SimpleUploadedFile("dev.zip", outer.getvalue())))
+    assert job.status == "done", job.error
+    assert Dataset.objects.get(name="bird-small").executable_count == 3
+    database = Database.objects.get(name="concert_singer")
+    assert database.column_descriptions == {"singer.Name": "the singer's name"}
