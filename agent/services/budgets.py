@@ -96,6 +96,14 @@ def budget_status(user, *, now: dt.datetime | None = None) -> BudgetStatus:
                         resets_at=start + dt.timedelta(days=1))
 
 
+def budget_status_if_limited(user) -> BudgetStatus | None:
+    """Today's use when the account has a limit (None without one: nothing to add up)."""
+    if user is None or not user.pk or budget_for(user) == Budget(tokens=None, cost=None, own=False):
+        return None
+    status = budget_status(user)
+    return status if status.budget.tokens is not None or status.budget.cost is not None else None
+
+
 def budget_used_up(user) -> str | None:
     """Why ``user`` may start nothing more today (their budget is spent), or None."""
     if budget_for(user) == Budget(tokens=None, cost=None, own=False):

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST
 
 from agent import policies, selectors
 from agent.forms import STRATEGY_LABELS, AskForm, SessionFilterForm, strategy_choices
-from agent.services import preferences
+from agent.services import budgets, preferences
 from agent.services import sessions as session_services
 from agent.strategies import STRATEGIES
 
@@ -43,7 +43,8 @@ def ask(request: HttpRequest) -> HttpResponse:
                   for name, cls in STRATEGIES.items()]
     return render(request, "agent/ask.html", {"form": form, "endpoint": endpoint, "recent": recent,
                                               "strategies": strategies, "start": start,
-                                              "strategy_labels": dict(strategy_choices())})
+                                              "strategy_labels": dict(strategy_choices()),
+                                              "budget": budgets.budget_status_if_limited(request.user)})
 
 
 def session_list(request: HttpRequest) -> HttpResponse:

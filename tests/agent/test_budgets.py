@@ -128,3 +128,10 @@ def test_account_page_and_api_show_budget_use_and_what_is_left(spider_database, 
     budget = data["budget"]
     assert budget["tokens_per_day"] == 20000 and budget["tokens_used_today"] == used
     assert budget["tokens_left"] == 20000 - used and budget["cost_per_day"] is None and budget["own_budget"]
+
+
+def test_ask_says_what_is_left_only_when_there_is_a_limit(user, user_client, settings):
+    assert 'id="budget-left"' not in user_client.get("/ask/").content.decode()
+    settings.T2S = {**settings.T2S, "DAILY_TOKEN_BUDGET": 1234}
+    html = user_client.get("/ask/").content.decode()
+    assert 'id="budget-left"' in html and "1234 tokens" in html.split('id="budget-left"')[1].split("</small>")[0]
