@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from agent.conf import agent_settings
@@ -221,15 +221,31 @@ class JobReporter:
 
     def begin(self, stage: str, total: int | None = None) -> None:
         self.stage = stage
-        ImportJob.objects.filter(pk=self.job_id).update(stage=stage, done=0, total=total,
-                                                        status=ImportJob.Status.RUNNING)
+        self._write(stage=stage, done=0, total=total, status=ImportJob.Status.RUNNING)
         self._last = time.monotonic()
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
         if done >= total or now - self._last >= self.every_s:
             self._last = now
-            ImportJob.objects.filter(pk=self.job_id).update(done=done, total=total)
+            self._write(done=done, total=total)
+
+    def _write(self, **fields) -> None:
+        """Inside an import's transaction (PostgreSQL writes a dataset's questions in one), progress goes through a
+        connection of its own, committed at once, so the page sees it while the import runs. A job row that
+        connection cannot see (created in the same open transaction) is updated in that transaction instead."""
+        if connection.vendor == "postgresql" and connection.in_atomic_block:
+            own = connections.create_connection(DEFAULT_DB_ALIAS)
+            try:
+                columns = ", ".join(f"{own.ops.quote_name(k)} = %s" for k in fields)
+                with own.cursor() as cursor:
+                    cursor.execute(f"UPDATE {own.ops.quote_name(ImportJob._meta.db_table)} SET {columns} "
+                                   "WHERE id = %s", [*fields.values(), self.job_id])
+                    if cursor.rowcount:
+                        return
+            finally:
+                own.close()
+        ImportJob.objects.filter(pk=self.job_id).update(**fields)
 
 
 def job_finish(*, job: ImportJob, result_url: str, stage: str = "") -> None:

@@ -151,3 +151,23 @@ def test_a_request_larger_than_the_limit_is_refused_from_its_length_alone(client
     assert response.status_code == 413
     assert "at most 4 KB is accepted" in response.content.decode()
     assert files_in(upload_dir) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_progress_inside_an_open_import_transaction_is_visible_at_once_on_postgresql(staff):
+    from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the embedded app database writes questions in short transactions: nothing to see through")
+    job = ImportJob.objects.create(kind="dataset", name="d", created_by=staff)
+    reporter = uploads.JobReporter(job, every_s=0)
+    other = connections.create_connection(DEFAULT_DB_ALIAS)
+    try:
+        with transaction.atomic():  # as dataset_import holds one on PostgreSQL
+            reporter.begin("importing questions", 10)
+            reporter(4, 10)
+            with other.cursor() as cursor:  # another session, e.g. the page polling the job
+                cursor.execute(f"SELECT done, total, stage FROM {ImportJob._meta.db_table} WHERE id = %s", [job.pk])
+                assert cursor.fetchone() == (4, 10, "importing questions")
+    finally:
+        other.close()
