@@ -6,6 +6,7 @@ import json
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -48,8 +49,10 @@ def _errors(exc: ValidationError) -> list[str]:
 def exemplar_list(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state") or ""
     exemplars = selectors.exemplar_list(user=request.user, state=state or None)
+    page = Paginator(exemplars, 100).get_page(request.GET.get("page"))
     return render(request, "annotations/exemplar_list.html", {
-        "exemplars": exemplars[:500], "state": state, "states": Exemplar.State.choices,
+        "exemplars": page.object_list, "page": page, "query": f"state={state}" if state else "",
+        "state": state, "states": Exemplar.State.choices,
         "form": ExemplarCreateForm(user=request.user), "can_review": policies.can_review_exemplars(request.user),
         "can_author": policies.can_author_exemplars(request.user)})
 

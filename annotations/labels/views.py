@@ -11,6 +11,7 @@ import json
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -402,8 +403,12 @@ def questions(request: HttpRequest, pk: int) -> HttpResponse:
     run = policies.access_run(request.user, pk)
     filters = {k: request.GET.get(k, "") for k in ("category", "tables", "difficulty", "rounds", "last_tool")}
     items = selectors.chart_items(run=run, user=request.user, **filters)
+    page = Paginator(items, 100).get_page(request.GET.get("page"))  # a whole run is 1,000+ rows to render
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(request, "annotations/labels/questions.html",
-                  {"run": run, "items": items, "filters": {k: v for k, v in filters.items() if v}})
+                  {"run": run, "items": page.object_list, "page": page, "query": query.urlencode(),
+                   "filters": {k: v for k, v in filters.items() if v}})
 
 
 def overview(request: HttpRequest) -> HttpResponse:
