@@ -532,10 +532,14 @@ def run_dispatch(*, run: Run) -> bool:
     dispatchers of one run (a poll and a finished session) never start more than the concurrency.
     """
     with transaction.atomic():
-        run = Run.objects.select_for_update().only("pk", "status", "strategy", "config").filter(pk=run.pk).first()
+        run = Run.objects.select_for_update(of=("self",)).select_related("created_by") \
+            .only("pk", "status", "strategy", "config", "dispatched_at", "created_by").filter(pk=run.pk).first()
         if run is None or run.status != Run.Status.RUNNING:
             return False
-        Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
+        now = timezone.now()
+        if run.dispatched_at is None or now - run.dispatched_at > timedelta(seconds=1):
+            # What the revival sweep reads; at most one write a second however often sessions finish.
+            Run.objects.filter(pk=run.pk).update(dispatched_at=now)
         items = run.items.filter(predicted_sql="", prediction_note="")
         in_flight = list(items.filter(session__isnull=False).select_related("session").only(
             "pk", "session__status", "session__final_sql"))
@@ -589,15 +593,14 @@ def _start_sessions(run: Run, items: list[RunItem]) -> int:
         options = dict(run.config.get("options") or {})
         if run.strategy == "hdsp":
             options["gold_sql"] = item.question.gold_sql  # HDSP's feedback mode compares with the gold (paper)
-        try:
-            with transaction.atomic():
-                item.session = session_services.session_create(
-                    database=item.question.database, question=item.question.question,
-                    evidence=item.question.evidence, strategy=run.strategy, options=options, few_shot=version,
-                    endpoint=endpoint, example_pool=example_pool,
-                    billed_to=run.created_by,  # the run's spend counts to its launcher's daily budget
-                    question_key=question_key(item.question) if example_pool is not None else None,
-                    zero_shot=version is None)  # the run resolved its set (or none) when it was created
+        try:  # session_create checks everything before it writes, in a transaction of its own
+            item.session = session_services.session_create(
+                database=item.question.database, question=item.question.question,
+                evidence=item.question.evidence, strategy=run.strategy, options=options, few_shot=version,
+                endpoint=endpoint, example_pool=example_pool,
+                billed_to=run.created_by,  # the run's spend counts to its launcher's daily budget
+                question_key=question_key(item.question) if example_pool is not None else None,
+                zero_shot=version is None)  # the run resolved its set (or none) when it was created
         except ValidationError as exc:
             item.prediction_note = "not run: " + " ".join(exc.messages)
             refused.append(item)
