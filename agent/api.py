@@ -44,6 +44,7 @@ class ImportJobViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
 
     serializer_class = ImportJobSerializer
     permission_classes = [permissions.IsAuthenticated, PolicyPermission]
+    lookup_value_regex = r"[0-9]+"
 
     def get_object(self) -> ImportJob:
         return policies.access_import_job(self.request.user, int(self.kwargs["pk"]))

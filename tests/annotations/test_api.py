@@ -118,9 +118,18 @@ def test_a_dataset_and_a_database_upload_through_the_api(client, account, tmp_pa
     assert answer.status_code == 202 and answer.json()["status"] == "queued"
     job = ImportJob.objects.get(pk=answer.json()["id"])
     dataset_uploads.dataset_upload_run(job=job)
+    assert client.get("/api/imports/abc/").status_code == 404
     followed = client.get(f"/api/imports/{job.pk}/").json()
     assert followed["status"] == "done" and followed["result_url"] == "/datasets/small/"
     assert client.get("/api/datasets/small/").json()["question_count"] == 3
+    loose = client.post("/api/datasets/", {
+        "kind": "spider", "name": "loose", "questions": SimpleUploadedFile("dev.json", json.dumps(QUESTIONS).encode()),
+        "databases": [SimpleUploadedFile("concert_singer.sqlite", sqlite_bytes(tmp_path))]})
+    assert loose.status_code == 202, loose.content
+    loose_job = ImportJob.objects.get(pk=loose.json()["id"])
+    dataset_uploads.dataset_upload_run(job=loose_job)
+    loose_job.refresh_from_db()
+    assert loose_job.status == "failed" and "already registered" in loose_job.error  # concert_singer is small's
     refused = client.post("/api/datasets/", {"kind": "spider", "name": "small"})
     assert refused.status_code == 400 and "name" in refused.json()
 
