@@ -248,7 +248,7 @@ def test_database_restarted_mid_run_fails_no_session(deployment, pg_and_redis):
 def test_embedded_mode_worker_killed_and_restarted_loses_and_repeats_nothing(tmp_path):
     deployment = Deployment(tmp_path, database_url=None, broker_url=None)
     deployment.manage("migrate")
-    run_id, server = start_run(deployment, latency_ms=300, concurrency=6)
+    run_id, server = start_run(deployment, latency_ms=150, concurrency=6)  # SQLite's migrate takes longer
     worker = deployment.worker(8).start()
     try:
         deployment.wait(lambda: deployment.statuses(run_id).get("answered", 0) >= 6, 90, "six answered sessions")
