@@ -38,6 +38,14 @@ class QuestionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+def paginated(name: str, serializer: type[serializers.Serializer]):
+    """The schema of a paginated list answered by a detail action (limit/offset, as the list routes)."""
+    return inline_serializer(name, {"count": serializers.IntegerField(),
+                                    "next": serializers.URLField(allow_null=True),
+                                    "previous": serializers.URLField(allow_null=True),
+                                    "results": serializer(many=True)})
+
+
 class DatasetUploadSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=Dataset.Kind.choices)
     name = serializers.CharField(max_length=100)
@@ -77,7 +85,8 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
             raise field_errors(exc) from None
         return Response(ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(responses={200: QuestionSerializer(many=True)})
+    @extend_schema(parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+                   responses={200: paginated("PaginatedQuestionList", QuestionSerializer)})
     @action(detail=True, methods=["get"])
     def questions(self, request: Request, name: str | None = None) -> Response:
         """The dataset's questions with their gold SQL, in file order (paginated)."""
@@ -172,8 +181,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[OpenApiParameter("outcome", str, description="correct, wrong, unscored, ..."),
-                               OpenApiParameter("db_id", str)],
-                   responses={200: RunItemSerializer(many=True)})
+                               OpenApiParameter("db_id", str), OpenApiParameter("limit", int),
+                               OpenApiParameter("offset", int)],
+                   responses={200: paginated("PaginatedRunItemList", RunItemSerializer)})
     @action(detail=True, methods=["get"])
     def items(self, request: Request, pk: str | None = None) -> Response:
         """Per-question results (paginated), with the filters of the run page."""
