@@ -38,7 +38,12 @@ def test_each_strategy_over_20_spider_dev_questions_stores_every_call_and_query(
         if strategy == "dart_sql":  # rewrite, preliminary, generate, judge
             script += [q.question, gold, gold, "Yes"]
         elif strategy == "scl_sql":  # linking, one loop that passes
-            script += ["singer.name\nconcert.concert_name", f"```sql\n{gold}\n```", "Yes"]
+            # The execution check fails an empty result and loops again (two of these golds are empty): answer
+            # those with a query that returns rows, so every question takes the one scripted loop.
+            with sqlite3.connect(database.location) as conn:
+                empty = not conn.execute(gold).fetchall()
+            answer = "SELECT name FROM stadium" if empty else gold
+            script += ["singer.name\nconcert.concert_name", f"```sql\n{answer}\n```", "Yes"]
         else:  # A' of the gold result's type (else the extended prompt runs too) and the 8-step answer
             with sqlite3.connect(database.location) as conn:
                 cursor = conn.execute(gold)
