@@ -35,6 +35,7 @@ from agent.strategies import STRATEGIES, FewShot, SessionContext, TurnRecord, cr
 from agent.strategies.interactive_t2s import PAPER_REPLICA_OPTIONS
 from agent.strategies.options import option_errors
 from agent.strategies.pool import PoolExample
+from agent.textclean import clean_json, clean_text
 from agent.tools import IndexMissing
 
 from . import budgets, gates, leases
@@ -507,8 +508,9 @@ def _release(session_id: int, lease: str) -> None:
 def _finish(session_id: int, lease: str, *, status: str, error: str, started: float, final_sql: str = "",
             result: dict | None = None, cost: float | None = None) -> bool:
     """Store the outcome while this worker still holds the lease; True when it did."""
+    # update() skips the pre_save cleaning: outside text (the model's SQL, cells, messages) is cleaned here.
     return bool(AgentSession.objects.filter(pk=session_id, lease=lease).update(
-        status=status, error=error, final_sql=final_sql, result=result,
+        status=status, error=clean_text(error), final_sql=clean_text(final_sql), result=clean_json(result),
         cost=cost, finished_at=timezone.now(), elapsed_ms=(time.monotonic() - started) * 1000,
         heartbeat_at=timezone.now()))
 

@@ -160,3 +160,18 @@ def test_injected_instructions_in_cells_do_not_change_control_flow(make_sqlite, 
     session = run(db, question="How many notes?")
     assert [t.tool for t in Turn.objects.for_session(session)] == ["ExecuteSQL", "ExecuteSQL", "Done"]
     assert session.final_sql == "SELECT count(*) FROM note" and len(server.chat_requests()) == 3
+
+
+def test_a_nul_byte_in_the_final_result_and_sql_is_stored_cleaned_not_a_failed_session(make_sqlite, replay_llm):
+    # The session's last write (status, final SQL, result preview) is an update(): no pre_save cleaning there,
+    # and PostgreSQL refuses NUL in text and JSON (#13).
+    from agent import services
+
+    path = make_sqlite("CREATE TABLE note (body TEXT); INSERT INTO note VALUES ('a' || char(0) || 'b');")
+    db = services.database_register(name="nul_notes", location=str(path), refresh="sync")
+    replay_llm(['Thought: read\nAction: ExecuteSQL("SELECT body, char(0) AS \\"x\\" FROM note")',
+                "Thought: ok\nAction: Done"])
+    session = run(db, question="What do the notes say?")
+    assert session.status == AgentSession.Status.ANSWERED, session.error
+    assert session.result["rows"] == [["a\ufffdb", "\ufffd"]]
+    assert "\x00" not in session.final_sql
