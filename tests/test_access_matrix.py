@@ -118,7 +118,7 @@ EXPECTATIONS: dict[str, Rule] = {
     "run-cancel": Rule({"POST": only(OPERATOR)}, kwargs=lambda w: {"pk": w.run.pk}, scoped=True, api=True),
     "run-resume": Rule({"POST": only(OPERATOR)}, kwargs=lambda w: {"pk": w.run.pk}, scoped=True, api=True),
     "run-compare": Rule({"GET": ALL}, query=lambda w: f"a={w.run.pk}&b={w.run.pk}", scoped=True, api=True),
-    "queue-list": Rule({"GET": ALL}, api=True),
+    "queue-list": Rule({"GET": ALL, "POST": only(CURATOR)}, api=True),
     "queue-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.queue.pk}, scoped=True, api=True),
     "session-turns": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.session.pk}, scoped=True, api=True),
     # exemplars (the Annotator user wrote the world's exemplar; Curators edit and review anyone's)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
+from django.contrib.auth import get_user_model
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
@@ -14,8 +15,9 @@ from rest_framework.response import Response
 from agent.api_permissions import PolicyPermission
 from annotations import policies
 from annotations.labels import services
-from annotations.labels.models import Category, Label, Queue
-from annotations.runs.models import RunItem
+from agent.api import field_errors
+from annotations.labels.models import Category, Label, Queue, TaxonomyVersion
+from annotations.runs.models import Run, RunItem
 
 
 class LabelSerializer(serializers.ModelSerializer):
@@ -126,15 +128,42 @@ class QueueSerializer(serializers.ModelSerializer):
     class Meta:
         model = Queue
         fields = ["id", "name", "run", "taxonomy", "taxonomy_version_number", "db_id", "difficulty", "join_count",
-                  "max_annotators", "assignees", "created_by", "created_at"]
+                  "max_annotators", "blind", "assignees", "created_by", "created_at"]
         read_only_fields = fields
 
 
+class QueueCreateSerializer(serializers.Serializer):
+    """What the queue form on the queues page asks for."""
+
+    name = serializers.CharField(max_length=200)
+    run = serializers.PrimaryKeyRelatedField(queryset=Run.objects.none(), help_text="Id of a run.")
+    taxonomy_version = serializers.PrimaryKeyRelatedField(queryset=TaxonomyVersion.objects.all(),
+                                                          help_text="Id of a taxonomy version.")
+    db_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
+                                  help_text="Only the run's failures on this database.")
+    difficulty = serializers.CharField(max_length=20, required=False, allow_blank=True, default="")
+    join_count = serializers.IntegerField(min_value=0, max_value=32767, required=False, allow_null=True, default=None)
+    max_annotators = serializers.IntegerField(min_value=1, max_value=32767, required=False, default=1,
+                                              help_text="How many people may label one question.")
+    blind = serializers.BooleanField(required=False, default=True,
+                                     help_text="With several annotators: each sees the others' labels only after "
+                                               "labelling the question (or after adjudication).")
+    assignees = serializers.SlugRelatedField(slug_field="username", many=True, required=False, default=list,
+                                             queryset=get_user_model().objects.all(),
+                                             help_text="Usernames; empty: anyone who may label.")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        self.fields["run"].queryset = policies.visible_runs(request.user if request else None)
+
+
 class QueueViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Label queues (which failures of a run go to whom). ``?run=<id>`` filters."""
+    """Label queues (which failures of a run go to whom). ``?run=<id>`` filters. Curators create them (POST)."""
 
     serializer_class = QueueSerializer
     permission_classes = [IsAuthenticated, PolicyPermission]
+    write_policies = {"create": policies.can_create_queues}
 
     def get_queryset(self):
         qs = (policies.visible_queues(self.request.user)
@@ -143,3 +172,15 @@ class QueueViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         if self.request.query_params.get("run", "").isdigit():
             qs = qs.filter(run_id=self.request.query_params["run"])
         return qs
+
+    @extend_schema(request=QueueCreateSerializer, responses={201: QueueSerializer})
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        incoming = QueueCreateSerializer(data=request.data, context={"request": request})
+        incoming.is_valid(raise_exception=True)
+        try:
+            queue = services.queue_create(user=request.user, **incoming.validated_data)
+        except DjangoPermissionDenied as exc:
+            raise PermissionDenied(str(exc)) from exc
+        except DjangoValidationError as exc:
+            raise field_errors(exc) from None
+        return Response(QueueSerializer(queue).data, status=status.HTTP_201_CREATED)

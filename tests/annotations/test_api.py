@@ -186,3 +186,40 @@ def test_a_run_is_launched_on_a_seeded_random_sample(client, account, dataset, r
     expected = [q.index for q in sample_questions(dataset.questions.all(), limit=2, mode="random", seed=3)]
     assert sorted(run.items.values_list("question__index", flat=True)) == expected
     assert created.json()["config"]["sample"] == {"db_ids": [], "limit": 2, "mode": "random", "seed": 3}
+
+
+def _imported_run(dataset):
+    run = services.run_import_predictions(dataset=dataset, text="SELECT count(*) FROM singer\nSELECT 1\nSELECT 1\n",
+                                          fmt="spider", name="one")
+    return services.run_evaluate(run=run)
+
+
+def test_a_curator_creates_a_blind_queue_with_assignees_and_bad_input_gets_field_errors(client, account, dataset):
+    run = _imported_run(dataset)
+    version = default_taxonomy_version()
+    ann1, ann2 = account("ann1", ANNOTATOR), account("ann2", ANNOTATOR)
+    client.force_login(account("cora", CURATOR))
+    created = post(client, "/api/queues/", {"name": "double", "run": run.pk, "taxonomy_version": version.pk,
+                                            "max_annotators": 2, "assignees": ["ann1", "ann2"]})
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert body["blind"] is True and body["max_annotators"] == 2 and sorted(body["assignees"]) == ["ann1", "ann2"]
+    queue = Queue.objects.get(pk=body["id"])
+    assert queue.created_by.username == "cora" and set(queue.assignees.all()) == {ann1, ann2}
+
+    bad = post(client, "/api/queues/", {"name": "", "run": 999999, "taxonomy_version": "x", "max_annotators": 0,
+                                        "assignees": ["nobody"]})
+    assert bad.status_code == 400
+    assert set(bad.json()) == {"name", "run", "taxonomy_version", "max_annotators", "assignees"}
+    assert all(isinstance(m, str) and "Traceback" not in m for msgs in bad.json().values() for m in msgs)
+    assert Queue.objects.count() == 1
+
+    # The queue is blind: ann2 does not see ann1's label before labelling the question, through the API too.
+    item = run.items.filter(ex=False).first()
+    category = version.categories.order_by("position").first()
+    Label.objects.create(item=item, category=category, taxonomy_version=version, annotator=ann1)
+    client.force_login(ann2)
+    assert client.get("/api/labels/", {"run": run.pk}).json()["results"] == []
+    # An annotator may not create queues.
+    denied = post(client, "/api/queues/", {"name": "mine", "run": run.pk, "taxonomy_version": version.pk})
+    assert denied.status_code == 403 and Queue.objects.count() == 1
