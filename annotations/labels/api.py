@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
-from django.contrib.auth import get_user_model
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent.api import field_errors
 from agent.api_permissions import PolicyPermission
 from annotations import policies
 from annotations.labels import services
-from agent.api import field_errors
 from annotations.labels.models import Category, Label, Queue, TaxonomyVersion
 from annotations.runs.models import Run, RunItem
 
