@@ -195,6 +195,9 @@ EXPECTATIONS: dict[str, Rule] = {
     "label-list": Rule({"GET": ALL, "POST": only(ANNOTATOR)}, api=True),
     "label-detail": Rule({"GET": ALL, "PATCH": only(ANNOTATOR)}, kwargs=lambda w: {"pk": w.label.pk}, scoped=True,
                          api=True, data=lambda w: {"note": "checked"}),
+    # an item of a database not granted is a field error ("does not exist"), as an unknown id
+    "label-final": Rule({"POST": only(CURATOR)}, data=lambda w: {"item": w.item.pk, "category": w.category.pk},
+                        api=True),
 }
 
 NAMESPACE_EXPECTATIONS: dict[str, NamespaceRule] = {

@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -50,6 +51,13 @@ class LabelCreateSerializer(serializers.Serializer):
         self.fields["item"].queryset = RunItem.objects.select_related("question__database").filter(run__in=visible)
 
 
+class FinalLabelSerializer(LabelCreateSerializer):
+    note = None
+    corrected_sql = None
+    final = serializers.BooleanField(default=True, help_text="true: make the category a final label of the item; "
+                                                             "false: take it away.")
+
+
 class LabelUpdateSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True)
     corrected_sql = serializers.CharField(required=False, allow_blank=True)
@@ -64,7 +72,7 @@ class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
     serializer_class = LabelSerializer
     permission_classes = [IsAuthenticated, PolicyPermission]
     write_policies = {"create": policies.can_label, "update": policies.can_label,
-                      "partial_update": policies.can_label}
+                      "partial_update": policies.can_label, "final": policies.can_adjudicate}
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, maybe no tables yet
@@ -117,6 +125,29 @@ class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
         except DjangoValidationError as exc:
             raise serializers.ValidationError({"corrected_sql": exc.messages}) from exc
         return Response(LabelSerializer(label).data)
+
+
+    @extend_schema(request=FinalLabelSerializer, responses={200: inline_serializer("FinalLabels", {
+        "item": serializers.IntegerField(), "category": serializers.IntegerField(), "final": serializers.BooleanField(),
+        "final_labels": LabelSerializer(many=True)})})
+    @action(detail=False, methods=["post"])
+    def final(self, request: Request) -> Response:
+        """Adjudication: set (``final: true``) or unset (``false``) one category of an item's final labels, as the
+        adjudication keys of the review page do. Answers the item's final labels after the change."""
+        incoming = FinalLabelSerializer(data=request.data, context={"request": request})
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        try:
+            services.label_final_set(item=data["item"], category=data["category"], user=request.user,
+                                     final=data["final"])
+        except DjangoPermissionDenied as exc:
+            raise PermissionDenied(str(exc)) from exc
+        finals = (policies.hide_blind_labels(request.user, policies.visible_labels(request.user))
+                  .filter(item=data["item"], is_final=True)
+                  .select_related("item", "category", "annotator", "taxonomy_version__taxonomy")
+                  .order_by("category__position", "id"))
+        return Response({"item": data["item"].pk, "category": data["category"].pk, "final": data["final"],
+                         "final_labels": LabelSerializer(finals, many=True).data})
 
 
 class QueueSerializer(serializers.ModelSerializer):

@@ -245,6 +245,18 @@ def label_final_toggle(*, item: RunItem, category: Category, user) -> Label | No
                                     annotator=user, is_final=True, note="adjudicated", blind=False)
 
 
+def label_final_set(*, item: RunItem, category: Category, user, final: bool) -> Label | None:
+    """The API's adjudication: make the category one of the item's final labels (``final``) or not, whatever it
+    was before (a retried request changes nothing, unlike a toggle)."""
+    policies.check_can_adjudicate(user)
+    with transaction.atomic():
+        RunItem.objects.select_for_update().filter(pk=item.pk).first()
+        existing = Label.objects.filter(item=item, category=category, is_final=True).first()
+        if (existing is not None) == final:
+            return existing
+        return label_final_toggle(item=item, category=category, user=user)
+
+
 def labels_reveal(*, item: RunItem, user) -> LabelReveal:
     """``user``, having labelled the question, asks to see the other annotators' labels on it (blind queues)."""
     policies.check_can_reveal_labels(user, item)

@@ -223,3 +223,32 @@ def test_a_curator_creates_a_blind_queue_with_assignees_and_bad_input_gets_field
     # An annotator may not create queues.
     denied = post(client, "/api/queues/", {"name": "mine", "run": run.pk, "taxonomy_version": version.pk})
     assert denied.status_code == 403 and Queue.objects.count() == 1
+
+
+def test_a_curator_sets_and_unsets_final_labels_and_annotators_may_not(client, account, dataset):
+    run = _imported_run(dataset)
+    version = default_taxonomy_version()
+    first, second = version.categories.order_by("position")[:2]
+    item = run.items.filter(ex=False).first()
+    annotator = account("ann1", ANNOTATOR)
+    Label.objects.create(item=item, category=first, taxonomy_version=version, annotator=annotator)
+    client.force_login(account("cora", CURATOR))
+    url = "/api/labels/final/"
+    answer = post(client, url, {"item": item.pk, "category": second.pk})
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["final"] is True
+    assert [(f["category_key"], f["is_final"]) for f in answer.json()["final_labels"]] == [(second.key, True)]
+    # Setting again changes nothing (not a toggle); the annotator's own label stays beside the decision.
+    assert len(post(client, url, {"item": item.pk, "category": second.pk}).json()["final_labels"]) == 1
+    assert Label.objects.filter(item=item, is_final=False).count() == 1
+    unset = post(client, url, {"item": item.pk, "category": second.pk, "final": False})
+    assert unset.status_code == 200 and unset.json()["final_labels"] == []
+    assert post(client, url, {"item": item.pk, "category": second.pk, "final": False}).json()["final_labels"] == []
+    assert not Label.objects.filter(is_final=True).exists()
+
+    bad = post(client, url, {"item": 999999, "category": "x", "final": "maybe"})
+    assert bad.status_code == 400 and set(bad.json()) == {"item", "category", "final"}
+
+    client.force_login(annotator)
+    assert post(client, url, {"item": item.pk, "category": second.pk}).status_code == 403
+    assert not Label.objects.filter(is_final=True).exists()
