@@ -1,3 +1,5 @@
+import math
+
 from django import template
 
 from agent.sql import QueryResult
@@ -50,8 +52,9 @@ def tool_fields(tool: str, form=None, suggest_prefix: str = "", required: bool =
 
 def format_figure(value: object, kind: str = "number") -> str:
     """One way to write a figure: ``percent[:d]`` (a value already in percent, 2 decimals unless ``d``: "82.20%"),
-    ``count`` (thousands separated), ``cost`` (US dollars, 4 decimals under a dollar), ``duration`` (seconds
-    in, ms / s / min / h out), ``fixed[:d]`` (d decimals, default 2), ``number`` (a count when whole, else 2
+    ``count`` (thousands separated), ``cost`` (US dollars, 4 decimals under a dollar, two significant digits
+    below $0.0001), ``duration`` (seconds in, ms / s / min / h out), ``ms`` (milliseconds in, the same way out,
+    one decimal under 1 ms), ``fixed[:d]`` (d decimals, default 2), ``number`` (a count when whole, else 2
     decimals). Missing or non-numeric values read "–"."""
     kind, _, digits = (kind or "number").partition(":")
     if value is None or value == "" or isinstance(value, bool):
@@ -68,9 +71,13 @@ def format_figure(value: object, kind: str = "number") -> str:
     if kind == "count":
         return f"{round(number):,}"
     if kind == "cost":
+        if number and abs(number) < 0.0001:  # a cost per LLM call: "$0.0000" would hide it
+            return f"${number:.{-math.floor(math.log10(abs(number))) + 1}f}"
         return f"${number:,.{4 if abs(number) < 1 and number else 2}f}"
     if kind == "duration":
         return _duration(number)
+    if kind == "ms":
+        return f"{number:.1f} ms" if abs(number) < 1 else _duration(number / 1000)
     if kind == "fixed":
         return f"{number:,.{2 if places is None else places}f}"
     if number.is_integer():

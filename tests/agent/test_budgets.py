@@ -119,8 +119,8 @@ def test_account_page_and_api_show_budget_use_and_what_is_left(spider_database, 
     html = page.content.decode()
     assert "your own budget" in html
     tokens_row = html.split('id="budget-tokens"')[1].split("</tr>")[0]
-    assert "<td>20000</td>" in tokens_row and f"<td>{used}</td>" in tokens_row
-    assert f"<td>{20000 - used}</td>" in tokens_row
+    assert "<td>20,000</td>" in tokens_row and f"<td>{used:,}</td>" in tokens_row
+    assert f"<td>{20000 - used:,}</td>" in tokens_row
     assert "no limit" in html.split('id="budget-cost"')[1].split("</tr>")[0]
 
     data = user_client.get("/api/account/").json()
@@ -134,4 +134,4 @@ def test_ask_says_what_is_left_only_when_there_is_a_limit(user, user_client, set
     assert 'id="budget-left"' not in user_client.get("/ask/").content.decode()
     settings.T2S = {**settings.T2S, "DAILY_TOKEN_BUDGET": 1234}
     html = user_client.get("/ask/").content.decode()
-    assert 'id="budget-left"' in html and "1234 tokens" in html.split('id="budget-left"')[1].split("</small>")[0]
+    assert 'id="budget-left"' in html and "1,234 tokens" in html.split('id="budget-left"')[1].split("</small>")[0]

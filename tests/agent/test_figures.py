@@ -16,6 +16,10 @@ from agent.templatetags.studio import format_figure
     (3.5, "cost", "$3.50"),
     (0.0123, "cost", "$0.0123"),
     (0, "cost", "$0.00"),
+    (0.0000234, "cost", "$0.000023"),  # a cost per LLM call stays visible
+    (0.4, "ms", "0.4 ms"),
+    (37.2, "ms", "37 ms"),
+    (2500, "ms", "2.5 s"),
     (0.25, "duration", "250 ms"),
     (12.34, "duration", "12.3 s"),
     (125, "duration", "2 min 05 s"),

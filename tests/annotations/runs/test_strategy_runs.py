@@ -95,7 +95,7 @@ def check_every_call_and_query_is_stored(run: Run, *, calls_per_question: int, q
     page = user_client.get(run.get_absolute_url()).content.decode()
     assert page.count('class="small item-calls"') == 20
     first = items[0].session
-    assert f"{first.prompt_tokens} + {first.completion_tokens}" in page and f"${first.cost:.4f}" in page
+    assert f"{first.prompt_tokens:,} + {first.completion_tokens:,}" in page and f"${first.cost:.4f}" in page
     # Table 8 both ways: per case (rounds, calls, cost) and per LLM call (tokens, cost).
     agent = selectors.run_summary(run=run)["agent"]
     calls = len(items) * calls_per_question
