@@ -224,6 +224,7 @@ SPECTACULAR_SETTINGS = {
         "DatasetKindEnum": "annotations.runs.models.Dataset.Kind",
         "RunStatusEnum": "annotations.runs.models.Run.Status",
         "RunSourceEnum": "annotations.runs.models.Run.Source",
+        "MissingPredictionsEnum": "annotations.runs.models.MissingPredictions",
     },
 }
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
+
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -18,7 +20,8 @@ from agent.strategies import STRATEGIES
 from annotations import policies
 from annotations.exemplars.selectors import published_versions
 from annotations.runs import selectors, services, uploads
-from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
+from annotations.runs.forms import MAX_PREDICTION_BYTES
+from annotations.runs.models import Dataset, DatasetQuestion, MissingPredictions, Run, RunItem
 from annotations.runs.pools import POOL_HELP
 
 
@@ -55,8 +58,68 @@ class DatasetUploadSerializer(serializers.Serializer):
                                       help_text="... with one <db_id>.sqlite file per database.")
 
 
+class PredictionUploadSerializer(serializers.Serializer):
+    """What the predictions form of the dataset page asks for, plus the choice for a short file."""
+
+    name = serializers.CharField(max_length=200, help_text="e.g. the system that produced the predictions")
+    format = serializers.ChoiceField(choices=["spider", "bird"],
+                                     help_text='spider: one SQL per line (optional tab + db_id); bird: JSON '
+                                               '{"0": "SQL\\t----- bird -----\\tdb_id"}.')
+    file = serializers.FileField()
+    missing = serializers.ChoiceField(
+        choices=MissingPredictions.choices, required=False, allow_blank=True, default="",
+        help_text="If the file has fewer predictions than the dataset has questions: score the missing ones as "
+                  "wrong, or score the given subset only. Without it such a run waits for POST runs/{id}/missing/.")
+
+    def validate_file(self, upload):
+        if upload.size > MAX_PREDICTION_BYTES:
+            raise serializers.ValidationError(
+                f"The file is {upload.size // (1024 * 1024)} MB; prediction files up to "
+                f"{MAX_PREDICTION_BYTES // (1024 * 1024)} MB are accepted.")
+        return upload
+
+
+class MissingChoiceSerializer(serializers.Serializer):
+    choice = serializers.ChoiceField(choices=MissingPredictions.choices,
+                                     help_text="wrong: missing questions count as failed; subset: they are left out.")
+
+
 def _uploaded(upload) -> uploads.UploadedFile | None:
     return uploads.UploadedFile(upload.name, upload.size, upload.chunks()) if upload else None
+
+
+class PredictionCountsSerializer(serializers.Serializer):
+    questions = serializers.IntegerField()
+    given = serializers.IntegerField()
+    missing = serializers.IntegerField()
+    malformed = serializers.IntegerField()
+    extra = serializers.IntegerField()
+    text = serializers.CharField(help_text='e.g. "500 predictions for 1034 questions: 534 missing"')
+    choice = serializers.CharField(help_text="wrong, subset, or empty while no choice is made")
+    choice_label = serializers.CharField()
+
+
+class RunSerializer(serializers.ModelSerializer):
+    dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    created_by = serializers.StringRelatedField()
+    predictions = serializers.SerializerMethodField(
+        help_text="Imported runs: how the file covers the dataset (null for runs of our strategies).")
+    awaits_missing_choice = serializers.SerializerMethodField(
+        help_text="A short prediction file is not scored until the choice is made (POST runs/{id}/missing/).")
+
+    class Meta:
+        model = Run
+        fields = ["id", "name", "dataset", "source", "strategy", "config", "source_file", "status", "error",
+                  "import_issues", "missing_predictions", "predictions", "awaits_missing_choice", "totals",
+                  "breakdowns", "evaluated_at", "created_by", "created_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(PredictionCountsSerializer(allow_null=True))
+    def get_predictions(self, run: Run):
+        return selectors.prediction_counts(run=run)
+
+    def get_awaits_missing_choice(self, run: Run) -> bool:
+        return services.run_awaits_missing_choice(run)
 
 
 class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -64,7 +127,7 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 
     serializer_class = DatasetSerializer
     permission_classes = [IsAuthenticated, PolicyPermission]
-    write_policies = {"create": policies.can_import_datasets}
+    write_policies = {"create": policies.can_import_datasets, "predictions": policies.can_upload_predictions}
     parser_classes = [MultiPartParser, FormParser, JSONParser]
     lookup_field = "name"
     lookup_value_regex = r"[^/]+"
@@ -95,16 +158,27 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         return self.get_paginated_response(QuestionSerializer(page, many=True).data)
 
 
-class RunSerializer(serializers.ModelSerializer):
-    dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    created_by = serializers.StringRelatedField()
-
-    class Meta:
-        model = Run
-        fields = ["id", "name", "dataset", "source", "strategy", "config", "source_file", "status", "error",
-                  "import_issues", "missing_predictions", "totals", "breakdowns", "evaluated_at", "created_by",
-                  "created_at"]
-        read_only_fields = fields
+    @extend_schema(request={"multipart/form-data": PredictionUploadSerializer}, responses={201: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def predictions(self, request: Request, name: str | None = None) -> Response:
+        """Upload an external system's predictions (multipart) as a run, as the dataset page does. Malformed lines
+        are reported in ``import_issues``; a short file is reported in ``predictions`` and scored only once the
+        choice for its missing questions is made (``missing`` here, or POST runs/{id}/missing/)."""
+        dataset = self.get_object()
+        policies.check_can_upload_predictions(request.user, dataset)
+        incoming = PredictionUploadSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        upload = data["file"]
+        upload.seek(0)
+        try:
+            run = services.run_import_predictions(
+                dataset=dataset, text=io.TextIOWrapper(upload.file, encoding="utf-8", newline=None), fmt=data["format"],
+                name=data["name"], source_file=upload.name, user=request.user, evaluate_later=True,
+                missing=data["missing"] or None)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError({"file": exc.messages}) from None
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
 class RunItemSerializer(serializers.ModelSerializer):
@@ -160,7 +234,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
     serializer_class = RunSerializer
     permission_classes = [IsAuthenticated, PolicyPermission]
     write_policies = {"create": policies.can_launch_runs, "cancel": policies.can_launch_runs,
-                      "resume": policies.can_launch_runs}
+                      "resume": policies.can_launch_runs, "missing": policies.can_upload_predictions}
 
     def get_queryset(self):
         qs = policies.visible_runs(self.request.user).select_related("dataset", "created_by").order_by("-created_at")
@@ -208,6 +282,21 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         if run.source != Run.Source.AGENT:
             raise serializers.ValidationError({"run": ["Only runs of our strategies can be resumed."]})
         return Response(RunSerializer(services.run_resume(run=run)).data)
+
+    @extend_schema(request=MissingChoiceSerializer, responses={200: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def missing(self, request: Request, pk: str | None = None) -> Response:
+        """A short prediction file's choice, stored on the run: its missing questions scored as ``wrong``, or only
+        the given ``subset`` scored. Scoring starts then."""
+        run = self.get_object()
+        policies.check_can_upload_predictions(request.user, run.dataset)
+        incoming = MissingChoiceSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        try:
+            run = services.run_choose_missing(run=run, choice=incoming.validated_data["choice"])
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError({"choice": exc.messages}) from None
+        return Response(RunSerializer(run).data)
 
     @extend_schema(parameters=[OpenApiParameter("a", int, required=True), OpenApiParameter("b", int, required=True),
                                OpenApiParameter("kind", str, description="flips, fixed, broken, ...")],

@@ -252,3 +252,43 @@ def test_a_curator_sets_and_unsets_final_labels_and_annotators_may_not(client, a
     client.force_login(annotator)
     assert post(client, url, {"item": item.pk, "category": second.pk}).status_code == 403
     assert not Label.objects.filter(is_final=True).exists()
+
+
+def test_an_operator_uploads_a_short_predictions_file_and_chooses_how_missing_ones_count(client, account, dataset):
+    client.force_login(account("otto", OPERATOR))
+    url = "/api/datasets/tiny/predictions/"
+    short = client.post(url, {"name": "short", "format": "spider",
+                              "file": SimpleUploadedFile("pred.txt", b"SELECT count(*) FROM singer\n")})
+    assert short.status_code == 201, short.content
+    body = short.json()
+    assert body["predictions"]["text"] == "1 predictions for 3 questions: 2 missing"
+    assert body["awaits_missing_choice"] is True and body["missing_predictions"] == ""
+    assert body["source_file"] == "pred.txt"
+    chosen = post(client, f"/api/runs/{body['id']}/missing/", {"choice": "subset"})
+    assert chosen.status_code == 200, chosen.content
+    assert chosen.json()["missing_predictions"] == "subset" and chosen.json()["awaits_missing_choice"] is False
+    assert chosen.json()["predictions"]["choice"] == "subset"
+    assert Run.objects.get(pk=body["id"]).items.count() == 1
+    again = post(client, f"/api/runs/{body['id']}/missing/", {"choice": "wrong"})
+    assert again.status_code == 400 and again.json() == {
+        "choice": ["This run has no missing predictions awaiting a choice."]}
+
+    # The choice can come with the upload; malformed lines are reported, not fatal.
+    wrong = client.post(url, {"name": "wrong", "format": "bird", "missing": "wrong",
+                              "file": SimpleUploadedFile("pred.json", b'{"0": "SELECT 1\\t----- bird -----\\t'
+                                                                      b'concert_singer"}')})
+    assert wrong.status_code == 201, wrong.content
+    run = Run.objects.get(pk=wrong.json()["id"])
+    assert run.missing_predictions == "wrong" and run.items.count() == 3
+    assert wrong.json()["predictions"]["choice_label"] == "scored as wrong"
+
+    bad = client.post(url, {"name": "", "format": "csv", "missing": "maybe"})
+    assert bad.status_code == 400 and set(bad.json()) == {"name", "format", "missing", "file"}
+    not_text = client.post(url, {"name": "x", "format": "spider", "file": SimpleUploadedFile("p.txt", b"\xff\xfe\x00")})
+    assert not_text.status_code == 400 and not_text.json() == {"file": ["The file is not UTF-8 text."]}
+    assert post(client, f"/api/runs/{run.pk}/missing/", {"choice": 3}).json().keys() == {"choice"}
+    assert Run.objects.count() == 2
+
+    client.force_login(account("ann", ANNOTATOR))
+    denied = client.post(url, {"name": "x", "format": "spider", "file": SimpleUploadedFile("p.txt", b"SELECT 1\n")})
+    assert denied.status_code == 403 and Run.objects.count() == 2

@@ -17,7 +17,8 @@ def test_openapi_schema_validates_without_warnings(tmp_path):
                   "/api/exemplar-sets/", "/api/exemplar-sets/{id}/publish/", "/api/exemplar-sets/upload/",
                   "/api/exemplar-set-versions/", "/api/datasets/", "/api/datasets/{name}/questions/", "/api/runs/",
                   "/api/runs/{id}/items/", "/api/runs/compare/", "/api/runs/{id}/agreement/", "/api/runs/{id}/cancel/",
-                  "/api/queues/", "/api/labels/", "/api/labels/final/"):
+                  "/api/queues/", "/api/labels/", "/api/labels/final/", "/api/datasets/{name}/predictions/",
+                  "/api/runs/{id}/missing/"):
         assert route in paths, route
     run_create = schema["components"]["schemas"]["RunCreate"]["properties"]
     assert "pool" in run_create and "exemplar_set_version" in run_create
