@@ -305,6 +305,10 @@ def run_import_predictions(*, dataset: Dataset, text: str | Iterable[str], fmt: 
         issues.append({"line": 0, "message": f"{len(extra)} predictions past the dataset's "
                                              f"{len(questions)} questions were ignored"})
     given = [i for i in questions if i in by_index]
+    if not given:  # nothing to score: a wrong file, not a short one (no run is stored)
+        found = "; ".join(f"line {i['line']}: {i['message']}" for i in issues[:3])
+        raise ValidationError(f"No prediction in the file matches a question of {dataset.name}"
+                              + (f" ({found})." if found else "."))
     counts = {"questions": len(questions), "given": len(given), "missing": len(questions) - len(given),
               "malformed": sum(1 for i in given if by_index[i].sql is None), "extra": len(extra)}
     with transaction.atomic():

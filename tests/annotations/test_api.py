@@ -286,6 +286,10 @@ def test_an_operator_uploads_a_short_predictions_file_and_chooses_how_missing_on
     assert bad.status_code == 400 and set(bad.json()) == {"name", "format", "missing", "file"}
     not_text = client.post(url, {"name": "x", "format": "spider", "file": SimpleUploadedFile("p.txt", b"\xff\xfe\x00")})
     assert not_text.status_code == 400 and not_text.json() == {"file": ["The file is not UTF-8 text."]}
+    not_bird = client.post(url, {"name": "x", "format": "bird", "file": SimpleUploadedFile("p.json", b"[1,")})
+    assert not_bird.status_code == 400, not_bird.content
+    assert "No prediction in the file matches a question of tiny (line 1: expected a JSON object)" in \
+        not_bird.json()["file"][0]
     assert post(client, f"/api/runs/{run.pk}/missing/", {"choice": 3}).json().keys() == {"choice"}
     assert Run.objects.count() == 2
 
