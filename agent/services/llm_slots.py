@@ -25,12 +25,21 @@ from datetime import timedelta
 from typing import Protocol
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent.conf import agent_settings
 from agent.llm import CallRefused
 from agent.models import LLMCallLease
+
+# The slot store blinked (a broker or database restart): a call waits as for a busy slot, and a store that
+# stays away past the wait raises this to the session, which treats it as transient (queued again, not failed).
+STORE_ERRORS: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError, OperationalError,
+                                                 InterfaceError)
+# How long a store outage is waited out before the session is handed back to the queue.
+STORE_OUTAGE_S = 30.0
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +187,18 @@ def slot(key: str, limit: int, *, slots: SlotBackend | None = None, ttl_s: float
     token = uuid.uuid4().hex
     deadline = time.monotonic() + wait_s
     delay = 0.02
-    while not slots.try_acquire(key, limit, token, ttl_s):
+    outage_since: float | None = None
+    while True:
+        try:
+            if slots.try_acquire(key, limit, token, ttl_s):
+                break
+            outage_since = None
+        except STORE_ERRORS:
+            now = time.monotonic()
+            outage_since = outage_since or now
+            if now - outage_since > min(STORE_OUTAGE_S, wait_s):
+                raise
+            logger.warning("LLM slot store for %s unreachable; waiting for it", key)
         if time.monotonic() > deadline:
             raise CallRefused(f"Endpoint {key}: all {limit} concurrent calls (its max_concurrency) stayed busy "
                               f"for {wait_s:.0f} s.")
@@ -190,4 +210,7 @@ def slot(key: str, limit: int, *, slots: SlotBackend | None = None, ttl_s: float
         yield token
     finally:
         renewer.stop_event.set()
-        slots.release(key, token)
+        try:
+            slots.release(key, token)
+        except STORE_ERRORS:  # the lease runs out by itself within ttl_s; the call's result must not be lost
+            logger.warning("could not release an LLM slot lease on %s; it expires in %.0f s", key, ttl_s)

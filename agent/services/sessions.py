@@ -26,6 +26,8 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.models import F, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent.conf import agent_settings
 from agent.llm import LLMClient, LLMSettings, Message, PriceTable
@@ -338,7 +340,9 @@ def session_cancel(*, session: AgentSession) -> AgentSession:
 
 # Faults that say nothing about the session itself: the app database or the broker was away for a moment.
 # The session is released (or left to the stale sweep) and runs again from its stored turns; never FAILED.
-TRANSIENT_FAULTS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, KombuOperationalError)
+# Redis errors too: with a Redis broker the LLM call slots live there (llm_slots), and a broker restart is transient.
+TRANSIENT_FAULTS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, KombuOperationalError,
+                                                     RedisConnectionError, RedisTimeoutError)
 
 
 class SessionInterrupted(Exception):
