@@ -34,6 +34,17 @@ class DatabaseAdminForm(forms.ModelForm):
         return data
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written by the app or by services (audit entries, pools, exemplars, import progress, call slots):
+    shown, never added or edited here."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
 class DatabaseGrantInline(admin.TabularInline):
     model = DatabaseGrant
     fk_name = "database"
@@ -114,18 +125,13 @@ class TurnAdmin(admin.ModelAdmin):
 
 
 @admin.register(ExamplePool)
-class ExamplePoolAdmin(admin.ModelAdmin):
+class ExamplePoolAdmin(ReadOnlyAdmin):
     """Pools are content-addressed and shared by the sessions of a run: read-only here."""
 
     list_display = ("id", "source", "size", "created_at")
     search_fields = ("source", "digest")
     readonly_fields = ("source", "digest", "size", "examples", "created_at")
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(UserBudget)
@@ -138,7 +144,7 @@ class UserBudgetAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin):
     """Read-only: entries are written by the audit recorder (agent/services/audit.py), never by hand."""
 
     list_display = ("created_at", "actor_name", "via", "action", "target_type", "target")
@@ -146,23 +152,8 @@ class AuditEntryAdmin(admin.ModelAdmin):
     search_fields = ("actor_name", "target")
     date_hierarchy = "created_at"
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
     def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows the app writes itself (progress of imports, remembered choices, call slots): shown, never edited."""
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
         return False
 
 

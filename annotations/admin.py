@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from agent.admin import ReadOnlyAdmin
+
 from .models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
 
 
@@ -21,18 +23,13 @@ class ExemplarStepAdmin(admin.ModelAdmin):
 
 
 @admin.register(Exemplar)
-class ExemplarAdmin(admin.ModelAdmin):
+class ExemplarAdmin(ReadOnlyAdmin):
     list_display = ("id", "question", "database", "source_database", "state", "author", "reviewer", "updated_at")
     list_filter = ("state", "database")
     search_fields = ("question", "notes", "source")
     inlines = [ExemplarStepInline]
 
-    # View and delete only: edits go through the console, so review rules and stale marks hold.
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
+    # View and delete only (ReadOnlyAdmin): edits go through the console, so review rules and stale marks hold.
 
 
 class VersionInline(admin.TabularInline):
@@ -54,18 +51,13 @@ class ExemplarSetAdmin(admin.ModelAdmin):
 
 
 @admin.register(ExemplarSetVersion)
-class ExemplarSetVersionAdmin(admin.ModelAdmin):
+class ExemplarSetVersionAdmin(ReadOnlyAdmin):
     """Read-only: versions are immutable (publish a new one from the set page)."""
 
     list_display = ("exemplar_set", "number", "note", "created_by", "created_at")
     readonly_fields = ("exemplar_set", "number", "tool_description", "exemplars", "content_hash", "note", "source",
                        "created_by", "created_at")
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
