@@ -2,6 +2,7 @@ import datetime
 from dataclasses import fields
 
 from django import forms
+from django.core.exceptions import ValidationError
 
 from agent import policies
 from agent.models import AgentSession, AuditEntry, Database, name_validator
@@ -15,6 +16,13 @@ STRATEGY_LABELS = {
     "scl_sql": "SCL-SQL (self-contrastive loop)",
     "hdsp": "HDSP (step-by-step prompt + SQL quality feedback)",
 }
+
+
+def add_service_errors(form: forms.Form, exc: ValidationError) -> None:
+    """A service's refusal shown on the form: errors keyed by a form field go beside it, the rest on top."""
+    errors = exc.message_dict if hasattr(exc, "error_dict") else {None: exc.messages}
+    for field, messages in errors.items():
+        form.add_error(field if field in form.fields else None, messages)
 
 
 def few_shot_choices() -> list[tuple[object, str]]:

@@ -7,7 +7,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from agent import policies, selectors, services
-from agent.forms import DatabaseRegisterForm
+from agent.forms import DatabaseRegisterForm, add_service_errors
 from agent.sql import SQLError
 
 
@@ -26,8 +26,7 @@ def database_register(request: HttpRequest) -> HttpResponse:
         try:
             database = services.database_register(**form.cleaned_data, must_be_new=True, user=request.user)
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
+            add_service_errors(form, exc)
         else:
             messages.success(request, f"Registered {database.name}; introspection is queued.")
             return redirect(database)

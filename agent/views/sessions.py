@@ -7,7 +7,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from agent import policies, selectors
-from agent.forms import STRATEGY_LABELS, AskForm, SessionFilterForm, strategy_choices
+from agent.forms import STRATEGY_LABELS, AskForm, SessionFilterForm, add_service_errors, strategy_choices
 from agent.services import budgets, preferences
 from agent.services import sessions as session_services
 from agent.strategies import STRATEGIES
@@ -32,8 +32,7 @@ def ask(request: HttpRequest) -> HttpResponse:
                 paper_replica=form.cleaned_data["paper_replica"],
             )
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
+            add_service_errors(form, exc)
         else:
             preferences.ask_preference_remember(user=request.user, database=form.cleaned_data["database"],
                                                 strategy=form.cleaned_data["strategy"])

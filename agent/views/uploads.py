@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 
 from agent import policies
 from agent.conf import agent_settings
-from agent.forms import DatabaseUploadForm
+from agent.forms import DatabaseUploadForm, add_service_errors
 from agent.services import uploads
 
 # Multipart overhead beyond the file itself (form fields, boundaries).
@@ -37,8 +37,7 @@ def database_upload(request: HttpRequest) -> HttpResponse:
                 chunks=upload.chunks(), size=upload.size, filename=upload.name, name=form.cleaned_data["name"],
                 description=form.cleaned_data["description"], user=request.user)
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
+            add_service_errors(form, exc)
         else:
             messages.success(request, f"Uploaded {database.name}; its schema and tool indexes are being built.")
             return redirect(database)

@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from agent.conf import agent_settings
+from agent.forms import add_service_errors
 from agent.services import sessions as session_services
 from agent.services.uploads import human_size
 from agent.textclean import csv_writer
@@ -38,9 +39,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
                         archive=_uploaded(data["archive"]), questions=_uploaded(data["questions"]),
                         database_files=[_uploaded(f) for f in data["databases"]])
                 except ValidationError as exc:
-                    for field, errors in (exc.message_dict if hasattr(exc, "error_dict") else
-                                          {None: exc.messages}).items():
-                        form.add_error(field if field in form.fields else None, errors)
+                    add_service_errors(form, exc)
                 else:
                     return redirect(job)
     return render(request, "annotations/runs/dataset_list.html",
