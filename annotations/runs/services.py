@@ -521,8 +521,10 @@ def _version_few_shot(version_id: int):
 
 
 # A database still being introspected or indexed (just imported) is waited for, not failed.
-_PREPARING = (Q(status__in=[Database.Status.PENDING, Database.Status.INTROSPECTING])
-              | Q(index_status__in=[Database.IndexStatus.QUEUED, Database.IndexStatus.BUILDING]))
+# Read through the item's own join to its database (one query, not a separate list of database ids).
+_PREPARING_ITEM = (Q(question__database__status__in=[Database.Status.PENDING, Database.Status.INTROSPECTING])
+                   | Q(question__database__index_status__in=[Database.IndexStatus.QUEUED,
+                                                             Database.IndexStatus.BUILDING]))
 
 
 def run_dispatch(*, run: Run) -> bool:
@@ -544,9 +546,11 @@ def run_dispatch(*, run: Run) -> bool:
         if run.dispatched_at is None or now - run.dispatched_at > timedelta(seconds=1):
             # What the revival sweep reads; at most one write a second however often sessions finish.
             Run.objects.filter(pk=run.pk).update(dispatched_at=now)
-        items = run.items.filter(predicted_sql="", prediction_note="")
+        # Not ``run.items``: a related manager reads each item's run_id back (one query per item with only()),
+        # and the model's ordering would join the questions for nothing.
+        items = RunItem.objects.filter(run_id=run.pk, predicted_sql="", prediction_note="").order_by()
         in_flight = list(items.filter(session__isnull=False).select_related("session").only(
-            "pk", "session__status", "session__final_sql"))
+            "pk", "run_id", "session__status", "session__final_sql"))
         done = [i for i in in_flight if i.session.status not in UNFINISHED_SESSION]
         for item in done:
             item.predicted_sql = item.session.final_sql
@@ -563,9 +567,8 @@ def run_dispatch(*, run: Run) -> bool:
         started = 0
         if capacity:
             # Items were created in question order, so the primary key is that order (and the index's).
-            preparing = list(Database.objects.filter(_PREPARING).values_list("pk", flat=True))
             started = _start_sessions(run, list(
-                waiting.exclude(question__database_id__in=preparing).select_related("question__database")
+                waiting.exclude(_PREPARING_ITEM).select_related("question__database")
                 .defer(*_DEFERRED).order_by("pk")[:capacity]))
         if active + started or waiting.exists():
             return True
