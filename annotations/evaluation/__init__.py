@@ -63,6 +63,9 @@ from __future__ import annotations
 from .compare import bird_results_equal, remove_distinct, soft_f1, spider_results_equal
 from .formats import (
     BIRD_SEPARATOR,
+    MAX_PREDICTION_CHARS,
+    MAX_PREDICTION_ENTRIES,
+    PredictionFileTooLarge,
     iter_bird_dev,
     iter_json_array,
     iter_spider_dev,
@@ -121,7 +124,7 @@ __all__ = [
     "ParseIssue", "Prediction", "PredictionSet", "QuestionResult", "Status", "aggregate", "bird_db_resolver",
     "bird_results_equal", "build_report", "cell_value_stats", "constraint_values", "PaperCellValueStats",
     "paper_cell_value_stats", "paper_constraint_values", "drop_outliers", "evaluate",
-    "iter_bird_dev", "iter_json_array", "iter_spider_dev", "join_count", "load_bird_dev", "load_bird_predictions", "load_spider_dev", "load_spider_gold_sql",
+    "MAX_PREDICTION_CHARS", "MAX_PREDICTION_ENTRIES", "PredictionFileTooLarge", "iter_bird_dev", "iter_json_array", "iter_spider_dev", "join_count", "load_bird_dev", "load_bird_predictions", "load_spider_dev", "load_spider_gold_sql",
     "load_spider_predictions", "pair_items", "parse_bird_predictions", "parse_spider_predictions", "r_ves",
     "remove_distinct", "soft_f1", "spider_db_resolver", "spider_hardness", "spider_results_equal",
     "table_bucket", "table_count", "time_ratio", "ves_reward",

@@ -37,11 +37,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print every question's result as JSON lines")
     args = parser.parse_args(argv)
 
-    if args.mode == "spider":
-        gold, preds, resolver = (load_spider_gold_sql(args.gold), load_spider_predictions(args.pred),
-                                 spider_db_resolver(args.db))
-    else:
-        gold, preds, resolver = load_bird_dev(args.gold), load_bird_predictions(args.pred), bird_db_resolver(args.db)
+    # A file past a limit, malformed or unreadable is one line on stderr naming it, not a traceback.
+    path = args.gold
+    try:
+        gold = load_spider_gold_sql(path) if args.mode == "spider" else load_bird_dev(path)
+        path = args.pred
+        load = load_spider_predictions if args.mode == "spider" else load_bird_predictions
+        preds = load(path, keep=lambda i: i < len(gold))  # predictions past the gold are counted, not kept
+    except (OSError, ValueError) as exc:
+        print(f"error: {path}: {exc}", file=sys.stderr)
+        return 2
+    resolver = spider_db_resolver(args.db) if args.mode == "spider" else bird_db_resolver(args.db)
     items, issues = pair_items(gold, preds)
     for issue in (*preds.issues, *issues):
         print(f"warning: {args.pred}: {issue}", file=sys.stderr)

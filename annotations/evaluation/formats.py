@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from agent.jsonstream import JSONStream, JSONValueTooLong
 from agent.textclean import MAX_JSON_DEPTH, JSONTooDeep, check_json_depth, json_loads
 
 from .records import EvalItem, GoldItem, ParseIssue, Prediction, PredictionSet
@@ -27,11 +28,42 @@ def _read(source: str | Path) -> str:
 
 # --- Spider text format ---------------------------------------------------------
 
+MAX_PREDICTION_ENTRIES = 1_000_000  # entries (BIRD) or lines (Spider) read from one prediction file
+MAX_PREDICTION_CHARS = 1_000_000  # one BIRD entry or Spider line
 
-def parse_spider_predictions(text: str | Iterable[str], *, blank_lines: str = "skip") -> PredictionSet:
+
+class PredictionFileTooLarge(ValueError):
+    """A prediction file past ``MAX_PREDICTION_ENTRIES`` or with an entry past ``MAX_PREDICTION_CHARS``: refused
+    whole (nothing is imported), the message says which limit."""
+
+
+def _bounded_lines(text: str | Iterable[str]) -> Iterator[str | None]:
+    """The lines of a text or an open file; a line longer than ``MAX_PREDICTION_CHARS`` is ``None`` and is
+    skipped without being held (``readline`` with a limit)."""
+    if isinstance(text, str):
+        yield from (None if len(line) > MAX_PREDICTION_CHARS else line for line in text.splitlines())
+        return
+    readline = getattr(text, "readline", None)
+    if readline is None:
+        yield from (None if len(line) > MAX_PREDICTION_CHARS + 1 else line for line in text)
+        return
+    while line := readline(MAX_PREDICTION_CHARS + 1):
+        if len(line) > MAX_PREDICTION_CHARS and not line.endswith("\n"):
+            while (rest := readline(MAX_PREDICTION_CHARS)) and not rest.endswith("\n"):
+                pass
+            yield None
+        else:
+            yield line
+
+
+def parse_spider_predictions(text: str | Iterable[str], *, blank_lines: str = "skip",
+                             keep: Callable[[int], bool] | None = None) -> PredictionSet:
     """One SQL per line, optionally followed by a tab and the db_id.
 
     ``text`` is the whole text, or its lines as an iterable (an open file): a file is then read a line at a time.
+    ``keep(index)`` false leaves that prediction out (counted in ``ignored``). A line longer than
+    ``MAX_PREDICTION_CHARS`` is an issue (its prediction is unusable), more than ``MAX_PREDICTION_ENTRIES`` lines
+    ``PredictionFileTooLarge``.
 
     ``blank_lines="skip"`` treats empty lines as the official script does (they
     separate SParC/CoSQL interactions and are not questions); ``"keep"`` makes
@@ -41,127 +73,132 @@ def parse_spider_predictions(text: str | Iterable[str], *, blank_lines: str = "s
         raise ValueError("blank_lines must be 'skip' or 'keep'")
     predictions: list[Prediction] = []
     issues: list[ParseIssue] = []
-    for lineno, raw in enumerate(text.splitlines() if isinstance(text, str) else text, start=1):
+    index = ignored = 0
+
+    def add(prediction: Prediction, issue: str | None = None) -> None:
+        nonlocal index, ignored
+        index += 1
+        if keep is not None and not keep(prediction.index):
+            ignored += 1
+            return
+        predictions.append(prediction)
+        if issue:
+            issues.append(ParseIssue(prediction.line, issue))
+
+    for lineno, raw in enumerate(_bounded_lines(text), start=1):
+        if lineno > MAX_PREDICTION_ENTRIES:
+            raise PredictionFileTooLarge(f"more than {MAX_PREDICTION_ENTRIES:,} lines (the limit for one "
+                                         "prediction file)")
+        if raw is None:
+            add(Prediction(index, None, None, lineno),
+                f"line longer than {MAX_PREDICTION_CHARS:,} characters (the limit)")
+            continue
         # Not strip(): a leading tab means the SQL is missing, not that the db_id is the SQL.
         line = raw.rstrip().lstrip(" ")
-        index = len(predictions)
         if not line:
             if blank_lines == "keep":
-                predictions.append(Prediction(index, None, None, lineno))
-                issues.append(ParseIssue(lineno, "empty prediction"))
+                add(Prediction(index, None, None, lineno), "empty prediction")
             continue
         if "\x00" in line:
-            predictions.append(Prediction(index, None, None, lineno))
-            issues.append(ParseIssue(lineno, "NUL byte in the line"))
+            add(Prediction(index, None, None, lineno), "NUL byte in the line")
             continue
         fields = line.split("\t")
         sql = fields[0].strip()
         db_id = fields[1].strip() if len(fields) > 1 else None
         if len(fields) > 2:
-            issues.append(ParseIssue(lineno, f"expected 'SQL<TAB>db_id', found {len(fields)} tab-separated fields"))
-            predictions.append(Prediction(index, None, None, lineno))
+            add(Prediction(index, None, None, lineno),
+                f"expected 'SQL<TAB>db_id', found {len(fields)} tab-separated fields")
         elif db_id is not None and not _DB_ID.match(db_id):
-            issues.append(ParseIssue(lineno, f"not a db_id after the tab: {db_id[:40]!r}"))
-            predictions.append(Prediction(index, None, None, lineno))
+            add(Prediction(index, None, None, lineno), f"not a db_id after the tab: {db_id[:40]!r}")
         elif not sql:
-            issues.append(ParseIssue(lineno, "no SQL before the tab"))
-            predictions.append(Prediction(index, None, db_id, lineno))
+            add(Prediction(index, None, db_id, lineno), "no SQL before the tab")
         else:
-            predictions.append(Prediction(index, sql, db_id, lineno))
-    return PredictionSet(tuple(predictions), tuple(issues))
+            add(Prediction(index, sql, db_id, lineno))
+    return PredictionSet(tuple(predictions), tuple(issues), ignored)
 
 
-def load_spider_predictions(path: str | Path, *, blank_lines: str = "skip") -> PredictionSet:
+def load_spider_predictions(path: str | Path, *, blank_lines: str = "skip",
+                            keep: Callable[[int], bool] | None = None) -> PredictionSet:
     with Path(path).open(encoding="utf-8", errors="replace") as handle:  # a line at a time
-        return parse_spider_predictions(handle, blank_lines=blank_lines)
+        return parse_spider_predictions(handle, blank_lines=blank_lines, keep=keep)
 
 
 # --- BIRD JSON format -------------------------------------------------------------
 
 
-def _skip_ws(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
-
-
-def parse_bird_predictions(text: str) -> PredictionSet:
+def parse_bird_predictions(text: str | Iterable[str], *, keep: Callable[[int], bool] | None = None) -> PredictionSet:
     """``{"0": "SQL\\t----- bird -----\\tdb_id", ...}``; keys are question indices.
 
-    Read entry by entry (not with one ``json.loads``) so that each entry keeps
-    its line number and a syntax error loses only the entry it is in.
+    ``text`` is the whole text or an open text file, read a chunk at a time (``agent.jsonstream``): memory holds
+    one chunk, one entry and the predictions kept. ``keep(index)`` false leaves a prediction out (counted in
+    ``ignored``), so a file far longer than the dataset costs no memory. Entry by entry, so each keeps its line
+    and a syntax error loses only the entry it is in; more than ``MAX_PREDICTION_ENTRIES`` entries or one entry
+    longer than ``MAX_PREDICTION_CHARS`` raises ``PredictionFileTooLarge``.
     """
-    decoder = json.JSONDecoder()
+    stream = JSONStream(text, max_value=MAX_PREDICTION_CHARS)
     found: dict[int, Prediction] = {}
     issues: list[ParseIssue] = []
-
-    counted = [0, 1]  # position up to which newlines were counted, and the line there: linear overall
-
-    def line_of(pos: int) -> int:
-        upto, line = counted
-        if pos < upto:
-            return text.count("\n", 0, pos) + 1
-        counted[:] = [pos, line + text.count("\n", upto, pos)]
-        return counted[1]
-
-    pos = _skip_ws(text, 0)
-    if not text.startswith("{", pos):
-        return PredictionSet((), (ParseIssue(line_of(pos), "expected a JSON object"),))
-    pos += 1
-    while True:
-        pos = _skip_ws(text, pos)
-        if pos >= len(text):
-            issues.append(ParseIssue(line_of(pos), "unexpected end of file (missing '}')"))
-            break
-        if text[pos] == "}":
-            break
-        if text[pos] == ",":
-            pos += 1
-            continue
-        start = pos
-        try:
-            key, pos = decoder.raw_decode(text, pos)
-            pos = _skip_ws(text, pos)
-            if not text.startswith(":", pos):
-                raise ValueError("expected ':' after the key")
-            pos = _skip_ws(text, pos + 1)
-            value_pos = pos
-            value, pos = decoder.raw_decode(text, pos)
-            check_json_depth(value)
-        except (ValueError, RecursionError) as exc:
-            reason = (str(exc) if isinstance(exc, JSONTooDeep) else
-                      f"JSON nested deeper than {MAX_JSON_DEPTH} levels (the limit)" if isinstance(exc, RecursionError)
-                      else str(exc).split(":")[0])
-            issues.append(ParseIssue(line_of(start), f"invalid JSON entry ({reason})"))
-            # resynchronise on the next line: entries are usually one per line
-            nxt = text.find("\n", start)
-            if nxt < 0:
+    ignored = entries = 0
+    try:
+        if not stream.take("{"):
+            return PredictionSet((), (ParseIssue(stream.line_of(stream.pos), "expected a JSON object"),))
+        while True:
+            char = stream.peek()
+            if not char:
+                issues.append(ParseIssue(stream.line_of(stream.pos), "unexpected end of file (missing '}')"))
                 break
-            pos = nxt + 1
-            continue
-        lineno = line_of(value_pos)
-        # isdigit() alone admits superscripts such as '²', which int() refuses
-        if not isinstance(key, str) or not (key.strip().isascii() and key.strip().isdigit()):
-            issues.append(ParseIssue(lineno, f"key {key!r} is not a question index"))
-            continue
-        index = int(key)
-        if index in found:
-            issues.append(ParseIssue(lineno, f"duplicate key {key!r}: the later entry is kept"))
-        if not isinstance(value, str):
-            issues.append(ParseIssue(lineno, f"value for {key!r} is not a string"))
-            found[index] = Prediction(index, None, None, lineno)
-            continue
-        if BIRD_SEPARATOR in value:
-            sql, _, db_id = value.partition(BIRD_SEPARATOR)
-            found[index] = Prediction(index, sql.strip(), db_id.strip() or None, lineno)
-        else:
-            issues.append(ParseIssue(lineno, "no '----- bird -----' separator: db_id unknown"))
-            found[index] = Prediction(index, value.strip(), None, lineno)
-    return PredictionSet(tuple(found[i] for i in sorted(found)), tuple(issues))
+            if char == "}":
+                break
+            if char == ",":
+                stream.pos += 1
+                continue
+            entries += 1
+            if entries > MAX_PREDICTION_ENTRIES:
+                raise PredictionFileTooLarge(f"more than {MAX_PREDICTION_ENTRIES:,} entries (the limit for one "
+                                             "prediction file)")
+            start = stream.pos
+            try:
+                key = stream.value(depth=1)
+                stream.expect(":", "':' after the key")
+                stream.peek()
+                value_pos = stream.pos
+                value = stream.value(depth=1)
+            except JSONValueTooLong as exc:
+                raise PredictionFileTooLarge(str(exc).replace("one entry", "an entry")) from None
+            except ValueError as exc:
+                message = str(exc).split(": ", 1)[-1]  # without the "line N: " prefix
+                issues.append(ParseIssue(stream.line_of(start), f"invalid JSON entry ({message})"))
+                stream.skip_line()  # resynchronise on the next line: entries are usually one per line
+                continue
+            lineno = stream.line_of(value_pos)
+            # isdigit() alone admits superscripts such as '²', which int() refuses
+            if not isinstance(key, str) or not (key.strip().isascii() and key.strip().isdigit()):
+                issues.append(ParseIssue(lineno, f"key {key!r} is not a question index"))
+                continue
+            index = int(key)
+            if keep is not None and not keep(index):
+                ignored += 1
+                continue
+            if index in found:
+                issues.append(ParseIssue(lineno, f"duplicate key {key!r}: the later entry is kept"))
+            if not isinstance(value, str):
+                issues.append(ParseIssue(lineno, f"value for {key!r} is not a string"))
+                found[index] = Prediction(index, None, None, lineno)
+                continue
+            if BIRD_SEPARATOR in value:
+                sql, _, db_id = value.partition(BIRD_SEPARATOR)
+                found[index] = Prediction(index, sql.strip(), db_id.strip() or None, lineno)
+            else:
+                issues.append(ParseIssue(lineno, "no '----- bird -----' separator: db_id unknown"))
+                found[index] = Prediction(index, value.strip(), None, lineno)
+    except JSONValueTooLong as exc:
+        raise PredictionFileTooLarge(str(exc)) from None
+    return PredictionSet(tuple(found[i] for i in sorted(found)), tuple(issues), ignored)
 
 
-def load_bird_predictions(path: str | Path) -> PredictionSet:
-    return parse_bird_predictions(_read(path))
+def load_bird_predictions(path: str | Path, *, keep: Callable[[int], bool] | None = None) -> PredictionSet:
+    with Path(path).open(encoding="utf-8", errors="replace") as handle:  # a chunk at a time
+        return parse_bird_predictions(handle, keep=keep)
 
 
 # --- gold -------------------------------------------------------------------------
@@ -334,6 +371,7 @@ def pair_items(gold: Sequence[GoldItem], predictions: PredictionSet) -> tuple[li
             issues.append(ParseIssue(p.line, f"prediction {g.index} names db {p.db_id!r}, gold is on {g.db_id!r}"))
         items.append(EvalItem(g.index, g.db_id, g.sql, p.sql, g.difficulty, note))
     extra = [p for p in predictions.predictions if p.index >= len(gold)]
-    if extra:
-        issues.append(ParseIssue(extra[0].line, f"{len(extra)} predictions beyond the {len(gold)} gold questions"))
+    if extra or predictions.ignored:
+        issues.append(ParseIssue(extra[0].line if extra else 0, f"{len(extra) + predictions.ignored} predictions "
+                                                                f"beyond the {len(gold)} gold questions"))
     return items, issues

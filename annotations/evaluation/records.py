@@ -59,6 +59,7 @@ class Prediction:
 class PredictionSet:
     predictions: tuple[Prediction, ...]
     issues: tuple[ParseIssue, ...] = ()
+    ignored: int = 0  # predictions read but left out by the parser's ``keep`` (past the questions)
 
     def by_index(self) -> dict[int, Prediction]:
         return {p.index: p for p in self.predictions}

@@ -33,6 +33,7 @@ from annotations.conf import annotations_settings
 from annotations.evaluation import (
     EvalItem,
     GoldItem,
+    PredictionFileTooLarge,
     evaluate,
     gold_stats,
     iter_bird_dev,
@@ -283,26 +284,27 @@ def run_import_predictions(*, dataset: Dataset, text: str | Iterable[str], fmt: 
     ``evaluate_later`` queues its evaluation after commit (the web upload); otherwise the caller evaluates.
     ``text``: the file's text, or an open text file (Spider's format is then read a line at a time).
     """
+    if missing not in (None, *MissingPredictions.values):
+        raise ValidationError(f"Unknown choice for missing predictions {missing!r}; expected wrong or subset")
+    questions = {q.index: q for q in dataset.questions.all()}
+    keep = questions.__contains__  # predictions past the questions are counted, never held
     try:
         if fmt == "spider":
-            parsed = parse_spider_predictions(text)
-        elif fmt == "bird":
-            try:  # one JSON object: the entry-by-entry parser needs its text
-                parsed = parse_bird_predictions(text if isinstance(text, str) else "".join(text))
-            except ValueError as exc:
-                raise ValidationError(f"Not a BIRD prediction file: {exc}") from None
+            parsed = parse_spider_predictions(text, keep=keep)
+        elif fmt == "bird":  # streamed a chunk at a time, with bounded entries
+            parsed = parse_bird_predictions(text, keep=keep)
         else:
             raise ValidationError(f"Unknown prediction format {fmt!r}; expected spider or bird")
     except UnicodeDecodeError:
         raise ValidationError("The file is not UTF-8 text.") from None
-    if missing not in (None, *MissingPredictions.values):
-        raise ValidationError(f"Unknown choice for missing predictions {missing!r}; expected wrong or subset")
-    questions = {q.index: q for q in dataset.questions.all()}
+    except PredictionFileTooLarge as exc:
+        raise ValidationError(f"The file is refused, nothing was imported: {exc}.") from None
+    except ValueError as exc:
+        raise ValidationError(f"Not a {fmt.upper() if fmt == 'bird' else fmt.title()} prediction file: {exc}") from None
     by_index = parsed.by_index()
     issues = [{"line": i.line, "message": i.message} for i in parsed.issues]
-    extra = sorted(set(by_index) - set(questions))
-    if extra:
-        issues.append({"line": 0, "message": f"{len(extra)} predictions past the dataset's "
+    if parsed.ignored:
+        issues.append({"line": 0, "message": f"{parsed.ignored} predictions past the dataset's "
                                              f"{len(questions)} questions were ignored"})
     given = [i for i in questions if i in by_index]
     if not given:  # nothing to score: a wrong file, not a short one (no run is stored)
@@ -310,7 +312,7 @@ def run_import_predictions(*, dataset: Dataset, text: str | Iterable[str], fmt: 
         raise ValidationError(f"No prediction in the file matches a question of {dataset.name}"
                               + (f" ({found})." if found else "."))
     counts = {"questions": len(questions), "given": len(given), "missing": len(questions) - len(given),
-              "malformed": sum(1 for i in given if by_index[i].sql is None), "extra": len(extra)}
+              "malformed": sum(1 for i in given if by_index[i].sql is None), "extra": parsed.ignored}
     with transaction.atomic():
         run = Run.objects.create(name=name, dataset=dataset, source=Run.Source.IMPORTED, source_file=source_file,
                                  config={"format": fmt, "predictions": counts}, import_issues=issues,
