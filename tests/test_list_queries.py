@@ -228,6 +228,32 @@ def test_labels_pages_queries_do_not_grow(user_client, user, world, django_asser
                 django_assert_max_num_queries)
 
 
+def test_queue_page_is_paged_and_its_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries):
+    from annotations.labels.models import Label, Queue
+    from annotations.labels.selectors import default_taxonomy_version
+    from annotations.runs.models import DatasetQuestion, RunItem
+
+    run = add_runs(world, 1, labelled_by=user)[0]
+    version = default_taxonomy_version()
+    queue = Queue.objects.create(name="q", run=run, taxonomy_version=version)
+
+    def more_failures(n):
+        start = run.dataset.questions.count()
+        questions = DatasetQuestion.objects.bulk_create([
+            DatasetQuestion(dataset=run.dataset, index=i, db_id="shop", database=world, question=f"q{i}",
+                            gold_sql="SELECT 1") for i in range(start, start + n)])
+        items = RunItem.objects.bulk_create([RunItem(run=run, question=q, predicted_sql="SELECT 2", ex=False)
+                                             for q in questions])
+        Label.objects.bulk_create([Label(item=i, category=version.categories.first(), taxonomy_version=version,
+                                         annotator=user) for i in items])
+
+    assert_flat(user_client, queue.get_absolute_url(), lambda: more_failures(117), django_assert_max_num_queries)
+    first = user_client.get(queue.get_absolute_url()).content.decode()
+    second = user_client.get(queue.get_absolute_url(), {"page": 2}).content.decode()
+    assert first.count("/labels/items/") == 100 and second.count("/labels/items/") == 20  # 120 failures
+    assert "page 1 of 2 (120)" in first and "page=2" in first
+
+
 def test_exemplar_lists_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries):
     from annotations.models import Exemplar, ExemplarSet
 

@@ -257,8 +257,13 @@ def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
     shown = policies.hide_blind_labels(request.user, Label.objects.select_related("category", "annotator"),
                                        run_ids=[queue.run_id])
     items = items.prefetch_related(Prefetch("labels", queryset=shown, to_attr="shown_labels"))
+    # pages of 100: a queue on a whole run is 1,000+ failures, each row with its labels to render
+    page = Paginator(items, 100).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(request, "annotations/labels/queue_detail.html", {
-        "queue": queue, "items": items[:500], "progress": selectors.queue_progress(queue=queue, user=request.user),
+        "queue": queue, "items": page.object_list, "page": page, "query": query.urlencode(),
+        "progress": selectors.queue_progress(queue=queue, user=request.user),
         "assignees": queue.assignees.all(), "todo": todo})
 
 

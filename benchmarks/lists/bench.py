@@ -7,6 +7,7 @@ in-process through Django's test client as a Viewer granted half of the database
 part of every query), and prints p50 and p95 per URL: first page, a deep page, filters and sorts.
 
     python -m benchmarks.lists.bench [--sessions 200000] [--turns 5] [--repeats 30] [--keep] [--pg DSN]
+        [--only REGEX] [--fill-only]
 
 ``--keep`` reuses a database filled by an earlier run with the same sizes. Target: every p95 under 200 ms.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -173,7 +175,7 @@ def fill(sessions: int, turns: int) -> None:
     print(f"  filled in {time.perf_counter() - started:.0f} s", flush=True)
 
 
-def measure(repeats: int) -> list[tuple[str, float, float, int]]:
+def measure(repeats: int, only: str = "") -> list[tuple[str, float, float, int]]:
     from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client
@@ -251,6 +253,8 @@ def measure(repeats: int) -> list[tuple[str, float, float, int]]:
         ("/exemplars/sets/", "exemplar sets"),
         ("/api/exemplar-sets/", "API exemplar sets"),
     ]
+    if only:  # measure only the lists whose label or URL matches (a regular expression)
+        urls = [(url, label) for url, label in urls if re.search(only, label) or re.search(only, url)]
     rows = []
     for url, label in urls:
         times = []
@@ -281,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=5, help="turns per session")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--keep", action="store_true", help="reuse an already filled benchmark database")
+    parser.add_argument("--only", default="", metavar="REGEX",
+                        help="measure only the lists whose label or URL matches (e.g. 'labels|queue')")
+    parser.add_argument("--fill-only", action="store_true", help="fill the database, measure nothing")
     args = parser.parse_args(argv)
     setup_environment(args.pg)
     existed = create_database(args.pg, fresh=not args.keep)
@@ -295,11 +302,13 @@ def main(argv: list[str] | None = None) -> int:
     if not existed or not AgentSession.objects.exists():
         print(f"filling {args.sessions:,} sessions x {args.turns} turns ...", flush=True)
         fill(args.sessions, args.turns)
+    if args.fill_only:
+        return 0
     print(f"{AgentSession.objects.count():,} sessions, {Turn.objects.count():,} turns; "
           f"{args.repeats} requests per URL (after 2 warm-ups), as a Viewer granted half the databases")
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     print(f"  {'p50 ms':>8} {'p95 ms':>8} {'SQL ms':>8} {'SQLs':>4}  list")
-    rows = measure(args.repeats)
+    rows = measure(args.repeats, args.only)
     print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     over = [r for r in rows if r[2] >= TARGET_MS]
     print(f"\n{len(rows) - len(over)} of {len(rows)} under the {TARGET_MS:.0f} ms p95 target"
