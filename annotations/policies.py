@@ -127,15 +127,25 @@ def visible_queues(user) -> QuerySet[Queue]:
 # from an annotator until they have labelled it (and asked to see them: a LabelReveal), and from everyone else
 # until the question is adjudicated. Adjudicators see them always: they may adjudicate.
 
-def blind_item_ids(*, run_ids=None) -> set[int]:
-    """Run items held by a blind queue (of the given runs)."""
+def blind_items(*, run_ids=None) -> QuerySet[RunItem] | None:
+    """Run items held by a blind queue (of the given runs), as one query whatever the number of queues; None
+    when there is no blind queue."""
     queues = Queue.objects.filter(blind=True, max_annotators__gt=1)
     if run_ids is not None:
         queues = queues.filter(run_id__in=list(run_ids))
-    ids: set[int] = set()
-    for queue in queues:
-        ids.update(RunItem.objects.filter(queue.item_filter()).values_list("pk", flat=True))
-    return ids
+    filters = [queue.item_filter() for queue in queues]
+    if not filters:
+        return None
+    held = filters[0]
+    for item_filter in filters[1:]:
+        held |= item_filter
+    return RunItem.objects.filter(held)
+
+
+def blind_item_ids(*, run_ids=None) -> set[int]:
+    """Run items held by a blind queue (of the given runs)."""
+    items = blind_items(run_ids=run_ids)
+    return set() if items is None else set(items.values_list("pk", flat=True))
 
 
 def _open_items(user):
@@ -151,11 +161,11 @@ def hide_blind_labels(user, labels: QuerySet[Label], *, run_ids=None) -> QuerySe
     that are neither adjudicated nor revealed to them. Used by every page, export and API that lists labels."""
     if can_adjudicate(user):
         return labels
-    blind = blind_item_ids(run_ids=run_ids)
-    if not blind:
+    blind = blind_items(run_ids=run_ids)
+    if blind is None:
         return labels
     own = Q(annotator_id=user.pk) if _active(user) else Q(pk__in=[])
-    return labels.exclude(Q(item_id__in=blind) & ~own & ~_open_items(user))
+    return labels.exclude(Q(item_id__in=blind.values("pk")) & ~own & ~_open_items(user))
 
 
 def can_see_others_labels(user, item: RunItem) -> bool:

@@ -228,6 +228,29 @@ def test_labels_pages_queries_do_not_grow(user_client, user, world, django_asser
                 django_assert_max_num_queries)
 
 
+def test_label_lists_queries_do_not_grow_with_blind_queues(user_client, user, world, django_assert_max_num_queries):
+    """Blind queues hide other annotators' labels on every label list: one query finds their items, not one per
+    queue."""
+    from django.contrib.auth.models import Group
+
+    from annotations import policies
+    from annotations.labels.models import Queue
+    from annotations.labels.selectors import default_taxonomy_version
+
+    user.groups.remove(Group.objects.get(name=CURATOR))  # an annotator who may not adjudicate: labels are hidden
+    user = type(user).objects.get(pk=user.pk)
+    assert policies.can_label(user) and not policies.can_adjudicate(user)
+    version = default_taxonomy_version()
+
+    def blind_queues(n):
+        for run in add_runs(world, n, labelled_by=user):
+            Queue.objects.create(name="q", run=run, taxonomy_version=version, max_annotators=2, blind=True)
+
+    blind_queues(2)
+    for url in ("/api/labels/", reverse("labels:overview")):
+        assert_flat(user_client, url, lambda: blind_queues(9), django_assert_max_num_queries)
+
+
 def test_queue_page_is_paged_and_its_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries):
     from annotations.labels.models import Label, Queue
     from annotations.labels.selectors import default_taxonomy_version

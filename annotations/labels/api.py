@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -63,6 +64,16 @@ class LabelUpdateSerializer(serializers.Serializer):
     corrected_sql = serializers.CharField(required=False, allow_blank=True)
 
 
+class LabelCursorPagination(CursorPagination):
+    """By question, then category, by cursor: the ``next`` link carries the position, so the last page of a run's
+    labels costs what the first does (an offset re-read every earlier label). ``?page_size=`` up to 200."""
+
+    ordering = ("item_id", "category__position", "id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
 class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                    mixins.UpdateModelMixin, viewsets.GenericViewSet):
     """Labels. Filters: ``?run=<id>&category=<key>&annotator=<username>&item=<id>``. In a blind queue, other
@@ -70,6 +81,7 @@ class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
     adjudicated (adjudicators see all)."""
 
     serializer_class = LabelSerializer
+    pagination_class = LabelCursorPagination
     permission_classes = [IsAuthenticated, PolicyPermission]
     write_policies = {"create": policies.can_label, "update": policies.can_label,
                       "partial_update": policies.can_label, "final": policies.can_adjudicate}
