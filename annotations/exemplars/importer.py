@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from django.db import transaction
 
 from agent.hygiene import clean_instance
+from agent.jsonstream import JSONStream, JSONValueTooLong, iter_array, iter_members
 from agent.models import Database
 from agent.strategies.parsing import ActionParseError, parse_action
 from agent.textclean import JSONTooDeep, json_loads
@@ -385,75 +387,148 @@ def export_version(version: ExemplarSetVersion) -> dict[str, Any]:
     }
 
 
-def _check_json(data: Any, path: str) -> list[str]:
+MAX_JSON_EXEMPLARS = 5_000  # exemplars in one JSON import (a version holds them all in one snapshot)
+MAX_JSON_EXEMPLAR_CHARS = 1_000_000  # one exemplar, or one of the set/version objects, as JSON text
+MAX_JSON_PROBLEMS = 50  # problems listed; the rest are counted
+
+
+def _not_an_export(path: str) -> str:
+    return f"{path}: not a t2s-studio exemplar set export (format must be {JSON_FORMAT!r})."
+
+
+def _check_header(header: dict[str, Any], path: str) -> list[str]:
+    if header.get("format") != JSON_FORMAT:
+        return [_not_an_export(path)]
     problems = []
-    if not isinstance(data, dict) or data.get("format") != JSON_FORMAT:
-        return [f"{path}: not a t2s-studio exemplar set export (format must be {JSON_FORMAT!r})."]
-    if data.get("format_version") != JSON_FORMAT_VERSION:
-        problems.append(f"{path}: format_version {data.get('format_version')!r} is not {JSON_FORMAT_VERSION}.")
+    if header.get("format_version") != JSON_FORMAT_VERSION:
+        problems.append(f"{path}: format_version {header.get('format_version')!r} is not {JSON_FORMAT_VERSION}.")
     for key in ("set", "version"):
-        if not isinstance(data.get(key), dict):
+        if not isinstance(header.get(key), dict):
             problems.append(f"{path}: {key!r} must be an object.")
-    if not isinstance(data.get("exemplars"), list):
-        return [*problems, f"{path}: 'exemplars' must be a list."]
-    for n, item in enumerate(data["exemplars"]):
-        where = f"{path}: exemplars[{n}]"
-        if not isinstance(item, dict):
-            problems.append(f"{where}: must be an object.")
-            continue
-        if not str(item.get("question") or "").strip():
-            problems.append(f"{where}: no question.")
-        steps = item.get("steps")
-        if not isinstance(steps, list):
-            problems.append(f"{where}: 'steps' must be a list.")
-            continue
-        for k, step in enumerate(steps):
-            if not isinstance(step, dict) or not isinstance(step.get("action"), str):
-                problems.append(f"{where}.steps[{k}]: needs an 'action' string.")
-                continue
-            try:
-                parse_action(step["action"])
-            except ActionParseError as exc:
-                problems.append(f"{where}.steps[{k}]: the action does not parse: {exc}")
     return problems
+
+
+def _check_item(item: Any, n: int, path: str) -> list[str]:
+    where = f"{path}: exemplars[{n}]"
+    if not isinstance(item, dict):
+        return [f"{where}: must be an object."]
+    problems = []
+    if not str(item.get("question") or "").strip():
+        problems.append(f"{where}: no question.")
+    steps = item.get("steps")
+    if not isinstance(steps, list):
+        return [*problems, f"{where}: 'steps' must be a list."]
+    for k, step in enumerate(steps):
+        if not isinstance(step, dict) or not isinstance(step.get("action"), str):
+            problems.append(f"{where}.steps[{k}]: needs an 'action' string.")
+            continue
+        try:
+            parse_action(step["action"])
+        except ActionParseError as exc:
+            problems.append(f"{where}.steps[{k}]: the action does not parse: {exc}")
+    return problems
+
+
+def _walk_export(path: Path, on_exemplar: Callable[[int, Any], None]) -> dict[str, Any]:
+    """Read an export once, as a stream: each exemplar goes to ``on_exemplar`` as it is decoded (one at a
+    time in memory, never the file); returns the other top-level members. Raises ``ImportProblem``."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            stream = JSONStream(handle, max_value=MAX_JSON_EXEMPLAR_CHARS)
+            if stream.peek() != "{":
+                stream.value()  # a nesting past the limit says so; any other value is not an export
+                raise ImportProblem([_not_an_export(str(path))])
+            header: dict[str, Any] = {}
+            listed = False
+            for key, line in iter_members(stream):
+                if key != "exemplars":
+                    header[key] = stream.value(depth=1)
+                    if key == "format" and header[key] != JSON_FORMAT:
+                        raise ImportProblem([_not_an_export(str(path))])
+                    continue
+                if stream.peek() != "[":
+                    raise ImportProblem([f"{path}:{line}: 'exemplars' must be a list."])
+                for n, item in enumerate(iter_array(stream, depth=1, max_items=MAX_JSON_EXEMPLARS,
+                                                    what="exemplars in one import")):
+                    on_exemplar(n, item)
+                listed = True
+            if stream.peek():
+                raise ValueError(f"line {stream.line_of(stream.pos)}: more after the end of the object")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportProblem([f"{path}: cannot read: {exc}"]) from None
+    except JSONValueTooLong as exc:
+        raise ImportProblem([f"{path}: {exc}."]) from None
+    except JSONTooDeep as exc:
+        raise ImportProblem([f"{path}: {str(exc).split(': ', 1)[-1]}."]) from None
+    except ValueError as exc:
+        raise ImportProblem([f"{path}: invalid JSON: {exc}"]) from None
+    problems = _check_header(header, str(path))
+    if not listed and not problems:
+        problems.append(f"{path}: 'exemplars' must be a list.")
+    if problems:
+        raise ImportProblem(problems)
+    return header
 
 
 def import_json(path: Path, *, user=None, name: str | None = None, databases: list[str] | None = None,
                 ) -> ImportResult:
-    """A set exported by ``export_version``: new exemplar rows (approved on import), a new set, version 1."""
+    """A set exported by ``export_version``: new exemplar rows (approved on import), a new set, version 1.
+
+    Read twice as a stream (``agent.jsonstream``): a first pass checks every exemplar, a second writes them,
+    so memory holds one exemplar of the file at a time (and the rows of the new version). A file of at most
+    ``UPLOAD_MAX_EXEMPLAR_BYTES`` (the upload's limit, from the command too), ``MAX_JSON_EXEMPLARS`` exemplars of
+    ``MAX_JSON_EXEMPLAR_CHARS`` characters each; all or nothing."""
+    from agent.conf import agent_settings
+    from agent.services.uploads import too_large
+
     try:
-        data = json_loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        refusal = too_large(path.stat().st_size, agent_settings.UPLOAD_MAX_EXEMPLAR_BYTES, "file")
+    except OSError as exc:
         raise ImportProblem([f"{path}: cannot read: {exc}"]) from None
-    except JSONTooDeep as exc:
-        raise ImportProblem([f"{path}: {exc}."]) from None
-    except json.JSONDecodeError as exc:
-        raise ImportProblem([f"{path}:{exc.lineno}: invalid JSON: {exc.msg}"]) from None
-    problems = _check_json(data, str(path))
+    if refusal:  # the limit of the web upload: the command's memory is bounded the same way
+        raise ImportProblem([f"{path}: {refusal}"])
+    problems: list[str] = []
+    count = 0
+
+    def check(n: int, item: Any) -> None:
+        nonlocal count
+        count += 1
+        found = _check_item(item, n, str(path))
+        if found and len(problems) < MAX_JSON_PROBLEMS:
+            problems.extend(found[:MAX_JSON_PROBLEMS - len(problems)])
+        elif found:
+            problems.append("")  # counted, shown as "and N more"
+
+    header = _walk_export(path, check)
     if problems:
-        raise ImportProblem(problems)
+        shown = [p for p in problems if p]
+        more = len(problems) - len(shown)
+        raise ImportProblem(shown + ([f"{path}: and {more} more problems."] if more else []))
     linked = _linked_databases(databases)
-    set_info, version_info = data["set"], data["version"]
+    set_info, version_info = header["set"], header["version"]
+    rows: list[Exemplar] = []
+
+    def create(n: int, item: Any) -> None:
+        db_name = item.get("database") or ""
+        rows.append(_create_exemplar(
+            user=user, database=linked.get(db_name), source_database=db_name,
+            schema_text=item.get("schema_text") or "", question=item["question"],
+            evidence=item.get("evidence") or "",
+            steps=[(s.get("thought") or "", s["action"], s.get("observation")) for s in item["steps"]],
+            final_sql=item.get("final_sql") or "", notes=item.get("notes") or "",
+            tags=services.parse_tags(item.get("tags") or []), source=f"import: {path.name} exemplars[{n}]"))
+
     with transaction.atomic():
         exemplar_set = _new_set(name or str(set_info.get("name") or path.stem), user=user,
                                 description=str(set_info.get("description") or ""))
-        rows = []
-        for n, item in enumerate(data["exemplars"]):
-            db_name = item.get("database") or ""
-            rows.append(_create_exemplar(
-                user=user, database=linked.get(db_name), source_database=db_name,
-                schema_text=item.get("schema_text") or "", question=item["question"],
-                evidence=item.get("evidence") or "",
-                steps=[(s.get("thought") or "", s["action"], s.get("observation")) for s in item["steps"]],
-                final_sql=item.get("final_sql") or "", notes=item.get("notes") or "",
-                tags=services.parse_tags(item.get("tags") or []), source=f"import: {path.name} exemplars[{n}]"))
+        _walk_export(path, create)
         version = services.set_publish(
             exemplar_set=exemplar_set, exemplars=rows, user=user,
             tool_description=str(version_info.get("tool_description") or ""),
             tool_description_no_findpath=str(version_info.get("tool_description_no_findpath") or ""),
             note=str(version_info.get("note") or ""),
             source=f"import: {path.name} ({set_info.get('name')} v{version_info.get('number')})")
-    return ImportResult([version], len(rows), [], [])
+    return ImportResult([version], count, [], [])
 
 
 # --- the paper's sets -----------------------------------------------------------------------------
