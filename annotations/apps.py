@@ -27,7 +27,7 @@ class AnnotationsConfig(AppConfig):
         from annotations.exemplars.selectors import VersionFewShotSource
 
         few_shot.register_source(VersionFewShotSource())
-        # A finished session of a run frees its slot: the run's next question starts at once.
+        # A finished session of a run frees its slot: the run's next questions start (run_session_finished).
         from agent.services import sessions
         from annotations.runs.services import run_session_finished
 

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -30,6 +31,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent.conf import agent_settings
+from agent.hygiene import clean_instance
 from agent.llm import LLMClient, LLMSettings, Message, PriceTable
 from agent.models import AgentSession, Database, ExamplePool, LLMEndpoint, Turn
 from agent.services import spend
@@ -170,61 +172,14 @@ def session_create(
     ``paper_replica`` is the preset of the agent as the paper's authors ran it: their exemplars (unless a set
     is chosen), their observation formats and their code's switches (README, "Fidelity to the paper").
     """
-    question = (question or "").strip()
-    errors: dict[str, list[str]] = {}
-    if not question:
-        errors["question"] = ["Write a question."]
-    elif len(question) > MAX_QUESTION_CHARS:
-        errors["question"] = [f"At most {MAX_QUESTION_CHARS} characters."]
-    if database.status != Database.Status.READY:
-        errors["database"] = [f"{database.name} is not ready ({database.get_status_display()})."]
-    elif database.index_status not in (Database.IndexStatus.READY, Database.IndexStatus.STALE):
-        errors["database"] = [f"The tool indexes of {database.name} are not ready "
-                              f"({database.get_index_status_display()}); try again in a moment."]
-    if strategy not in STRATEGIES:
-        errors["strategy"] = [f"Unknown strategy; choose one of {', '.join(sorted(STRATEGIES))}."]
+    question, errors = _question_errors(question)
     endpoint = endpoint or default_llm_endpoint()
-    if endpoint is None:
-        errors["llm"] = ["No LLM endpoint is configured: set OPENAI_BASE_URL, OPENAI_API_KEY and T2S_LLM_MODEL "
-                         "(see README), or add a default endpoint in the admin."]
     owner = user if user is not None and user.is_authenticated else None
     if billed_to is None or not billed_to.is_authenticated:
         billed_to = owner
-    if billed_to is not None:
-        used_up = budgets.budget_used_up(billed_to)
-        if used_up:
-            errors["budget"] = [used_up]
-    if paper_replica:
-        if strategy != DEFAULT_EXEMPLARS_STRATEGY:
-            errors["strategy"] = ["The paper-replica preset is the Interactive-T2S agent."]
-        if zero_shot:
-            errors["zero_shot"] = ["The paper-replica preset uses the paper's exemplars, never zero-shot."]
-        options = {**dict(options or {}), **PAPER_REPLICA_OPTIONS}
-    config: dict[str, Any] = {}
-    if not errors:
-        try:
-            spend.check_api_key_env(endpoint.api_key_env)
-            check_option_types(strategy, options or {})
-            defaults = create_strategy(strategy, {}).config.to_dict()
-            strategy_obj = create_strategy(strategy, spend.bounded_options(options or {}, endpoint=endpoint,
-                                                                           defaults=defaults))
-        except ValidationError as exc:
-            errors.update(exc.message_dict)
-        except (TypeError, ValueError) as exc:
-            errors["options"] = [str(exc)]
-        else:
-            choice = "chosen" if few_shot is not None else "zero-shot"
-            if few_shot is None and not zero_shot and strategy == DEFAULT_EXEMPLARS_STRATEGY:
-                few_shot = few_shot_source.default_for(
-                    database, use_evidence=bool(getattr(strategy_obj.config, "use_evidence", True)))
-                choice = "default" if few_shot is not None else "zero-shot (no paper set published)"
-            config = {"strategy": strategy_obj.config.to_dict(), "llm": llm_snapshot(endpoint),
-                      "exemplar_set_version": dict(few_shot.source) if few_shot and few_shot.source else None,
-                      "few_shot": few_shot.to_dict() if few_shot else None,
-                      "example_pool": example_pool_snapshot(example_pool), "question_key": question_key,
-                      "exemplars_choice": choice,
-                      "exemplar_warnings": _exemplar_warnings(few_shot, strategy_obj.config),
-                      "preset": "paper-replica" if paper_replica else None}
+    config = _checked_config(errors, database=database, strategy=strategy, options=options, endpoint=endpoint,
+                             few_shot=few_shot, zero_shot=zero_shot, paper_replica=paper_replica,
+                             example_pool=example_pool, question_key=question_key, billed_to=billed_to)
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
@@ -237,6 +192,125 @@ def session_create(
         if enqueue:
             session_enqueue(session=session)
     return session
+
+
+def _question_errors(question: str | None) -> tuple[str, dict[str, list[str]]]:
+    question = (question or "").strip()
+    if not question:
+        return question, {"question": ["Write a question."]}
+    if len(question) > MAX_QUESTION_CHARS:
+        return question, {"question": [f"At most {MAX_QUESTION_CHARS} characters."]}
+    return question, {}
+
+
+def _checked_config(errors: dict[str, list[str]], *, database: Database, strategy: str,
+                    options: Mapping[str, Any] | None, endpoint: LLMEndpoint | None, few_shot: FewShot | None,
+                    zero_shot: bool, paper_replica: bool, example_pool: ExamplePool | None,
+                    question_key: str | None, billed_to) -> dict[str, Any]:
+    """The session's configuration snapshot, adding to ``errors`` whatever forbids starting it."""
+    if database.status != Database.Status.READY:
+        errors["database"] = [f"{database.name} is not ready ({database.get_status_display()})."]
+    elif database.index_status not in (Database.IndexStatus.READY, Database.IndexStatus.STALE):
+        errors["database"] = [f"The tool indexes of {database.name} are not ready "
+                              f"({database.get_index_status_display()}); try again in a moment."]
+    if strategy not in STRATEGIES:
+        errors["strategy"] = [f"Unknown strategy; choose one of {', '.join(sorted(STRATEGIES))}."]
+    if endpoint is None:
+        errors["llm"] = ["No LLM endpoint is configured: set OPENAI_BASE_URL, OPENAI_API_KEY and T2S_LLM_MODEL "
+                         "(see README), or add a default endpoint in the admin."]
+    if billed_to is not None:
+        used_up = budgets.budget_used_up(billed_to)
+        if used_up:
+            errors["budget"] = [used_up]
+    if paper_replica:
+        if strategy != DEFAULT_EXEMPLARS_STRATEGY:
+            errors["strategy"] = ["The paper-replica preset is the Interactive-T2S agent."]
+        if zero_shot:
+            errors["zero_shot"] = ["The paper-replica preset uses the paper's exemplars, never zero-shot."]
+        options = {**dict(options or {}), **PAPER_REPLICA_OPTIONS}
+    if errors:
+        return {}
+    try:
+        spend.check_api_key_env(endpoint.api_key_env)
+        check_option_types(strategy, options or {})
+        defaults = create_strategy(strategy, {}).config.to_dict()
+        strategy_obj = create_strategy(strategy, spend.bounded_options(options or {}, endpoint=endpoint,
+                                                                       defaults=defaults))
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+        return {}
+    except (TypeError, ValueError) as exc:
+        errors["options"] = [str(exc)]
+        return {}
+    choice = "chosen" if few_shot is not None else "zero-shot"
+    if few_shot is None and not zero_shot and strategy == DEFAULT_EXEMPLARS_STRATEGY:
+        few_shot = few_shot_source.default_for(
+            database, use_evidence=bool(getattr(strategy_obj.config, "use_evidence", True)))
+        choice = "default" if few_shot is not None else "zero-shot (no paper set published)"
+    return {"strategy": strategy_obj.config.to_dict(), "llm": llm_snapshot(endpoint),
+            "exemplar_set_version": dict(few_shot.source) if few_shot and few_shot.source else None,
+            "few_shot": few_shot.to_dict() if few_shot else None,
+            "example_pool": example_pool_snapshot(example_pool), "question_key": question_key,
+            "exemplars_choice": choice,
+            "exemplar_warnings": _exemplar_warnings(few_shot, strategy_obj.config),
+            "preset": "paper-replica" if paper_replica else None}
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """One session of a batch (``session_create_many``): what differs from one question to the next."""
+
+    database: Database
+    question: str
+    evidence: str = ""
+    options: Mapping[str, Any] | None = None
+    question_key: str | None = None
+
+
+def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint: LLMEndpoint,
+                        few_shot: FewShot | None = None, zero_shot: bool = False,
+                        example_pool: ExamplePool | None = None,
+                        billed_to=None) -> list[AgentSession | ValidationError]:
+    """Sessions of one configuration (a run's next questions), each checked as ``session_create`` checks one,
+    stored with one INSERT and queued after commit; for each spec, its session or why it was refused.
+
+    The checks that do not depend on the question (the database's state, the options, the budget, the
+    snapshot) run once per distinct database and options, not once per session: a run that starts 8 sessions
+    pays for them about what one costs.
+    """
+    if billed_to is not None and not billed_to.is_authenticated:
+        billed_to = None
+    checked: dict[tuple, tuple[dict[str, Any], dict[str, list[str]]]] = {}
+    out: list[AgentSession | ValidationError] = []
+    rows: list[AgentSession] = []
+    now = timezone.now()
+    for spec in specs:
+        question, errors = _question_errors(spec.question)
+        key = (spec.database.pk, spec.database.status, spec.database.index_status,
+               json.dumps(spec.options or {}, sort_keys=True, default=str))
+        if key not in checked:
+            config_errors: dict[str, list[str]] = {}
+            config = _checked_config(config_errors, database=spec.database, strategy=strategy, options=spec.options,
+                                     endpoint=endpoint, few_shot=few_shot, zero_shot=zero_shot, paper_replica=False,
+                                     example_pool=example_pool, question_key=None, billed_to=billed_to)
+            checked[key] = (config, config_errors)
+        config, config_errors = checked[key]
+        errors = {**errors, **config_errors}
+        if errors:
+            out.append(ValidationError(errors))
+            continue
+        # Cleaned here: bulk_create sends no pre_save signal (agent.hygiene).
+        session = clean_instance(AgentSession(
+            database=spec.database, question=question, evidence=(spec.evidence or "").strip(), strategy=strategy,
+            model=session_model(config), config={**config, "question_key": spec.question_key},
+            llm_endpoint=endpoint if endpoint.pk else None, queued_at=now, billed_to=billed_to))
+        rows.append(session)
+        out.append(session)
+    with transaction.atomic():
+        AgentSession.objects.bulk_create(rows)
+        for session in rows:
+            session_enqueue(session=session)
+    return out
 
 
 def session_model(config: Mapping[str, Any]) -> str:

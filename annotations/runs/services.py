@@ -533,17 +533,56 @@ def run_dispatch(*, run: Run) -> bool:
     """Collect finished sessions' predictions, start sessions up to the run's concurrency, and queue the
     evaluation once nothing is left. Returns True while the run still has work in flight.
 
-    Called when one of the run's sessions finishes (``run_session_finished``: the freed slot is filled at
-    once) and by the ``dispatch_run`` poll, which is only a safety net. Its cost does not grow with the run:
-    it reads the items that hold a session not yet collected (at most the concurrency) and the next waiting
-    ones, never the JSON columns, and writes in bulk. The run's row is locked for the pass, so two
-    dispatchers of one run (a poll and a finished session) never start more than the concurrency.
+    Called by the ``dispatch_run`` poll (a safety net, and the launch) and, through ``run_session_finished``,
+    when one of the run's sessions ends. Its cost does not grow with the run: it reads the items that hold a
+    session not yet collected (at most the concurrency) and the next waiting ones, never the JSON columns,
+    and writes in bulk. The run's row is locked for the pass, so two dispatchers of one run (a poll and a
+    finished session, in any workers) never start more than the concurrency.
     """
+    return _dispatch(run.pk, wait=True, batched=False)
+
+
+# A finished session fills its slot only once this share of the run's concurrency is free (1 slot up to a
+# concurrency of 15, 2 at 16, 8 at 64): a pass then starts several sessions for about the cost of one, and
+# at most this many slots wait for the next finishing session. The last sessions of a run always pass.
+DISPATCH_BATCH_SHARE = 8
+
+
+def _dispatch(run_id: int, *, wait: bool, batched: bool) -> bool:
+    """Passes over the run until no finished session is left behind by a pass that skipped its own.
+
+    ``wait=False`` (a finished session): when another thread or worker holds the run for a pass, return at
+    once instead of queueing up behind it. The holder counts the finished, uncollected sessions once its
+    pass has committed, and passes again when there are more than it left on purpose: a session whose own
+    pass was skipped had committed its end before trying the lock, so that count sees it.
+    """
+    while True:
+        outcome = _dispatch_pass(run_id, skip_locked=not wait, batched=batched)
+        if outcome is None:
+            return True  # another dispatcher holds the run; it looks again after its pass
+        more, left_behind = outcome
+        if not more or not connection.features.has_select_for_update_skip_locked:
+            return more  # without SKIP LOCKED (SQLite) nobody skipped: every finished session waited its turn
+        if _finished_uncollected(run_id).count() <= left_behind:
+            return more
+        wait = False
+
+
+def _finished_uncollected(run_id: int):
+    return RunItem.objects.filter(run_id=run_id, predicted_sql="", prediction_note="", session__isnull=False) \
+        .exclude(session__status__in=UNFINISHED_SESSION).order_by()
+
+
+def _dispatch_pass(run_id: int, *, skip_locked: bool, batched: bool) -> tuple[bool, int] | None:
+    """One pass under the run's lock: (work still in flight, finished sessions left for a later pass), or None
+    when ``skip_locked`` found the run held by another dispatcher."""
     with transaction.atomic():
-        run = Run.objects.select_for_update(of=("self",)).select_related("created_by") \
-            .only("pk", "status", "strategy", "config", "dispatched_at", "created_by").filter(pk=run.pk).first()
-        if run is None or run.status != Run.Status.RUNNING:
-            return False
+        run = Run.objects.select_for_update(of=("self",), skip_locked=skip_locked).select_related("created_by") \
+            .only("pk", "status", "strategy", "config", "dispatched_at", "created_by").filter(pk=run_id).first()
+        if run is None:
+            return None if skip_locked and Run.objects.filter(pk=run_id).exists() else (False, 0)
+        if run.status != Run.Status.RUNNING:
+            return False, 0
         now = timezone.now()
         if run.dispatched_at is None or now - run.dispatched_at > timedelta(seconds=1):
             # What the revival sweep reads; at most one write a second however often sessions finish.
@@ -554,18 +593,21 @@ def run_dispatch(*, run: Run) -> bool:
         in_flight = list(items.filter(session__isnull=False).select_related("session").only(
             "pk", "run_id", "session__status", "session__final_sql"))
         done = [i for i in in_flight if i.session.status not in UNFINISHED_SESSION]
+        active = len(in_flight) - len(done)
+        concurrency = run.config.get("max_concurrency", DEFAULT_RUN_CONCURRENCY)
+        if batched and active and len(done) < max(1, concurrency // DISPATCH_BATCH_SHARE):
+            return True, len(done)  # the next session to finish (or the poll) collects these with its own
         for item in done:
             item.predicted_sql = item.session.final_sql
             item.prediction_note = "" if item.session.final_sql else f"agent: {item.session.get_status_display()}"
         RunItem.objects.bulk_update(done, ["predicted_sql", "prediction_note"])
-        active = len(in_flight) - len(done)
         waiting = items.filter(session__isnull=True, question__database__isnull=False)
         cap = run.config.get("spend_cap")
         if cap is not None:
             spent = run.items.filter(session__isnull=False).aggregate(s=Sum("session__cost"))["s"] or 0
             if spent >= cap:
                 waiting.update(prediction_note=f"not run: spend cap ${cap:g} reached")
-        capacity = max(0, run.config.get("max_concurrency", DEFAULT_RUN_CONCURRENCY) - active)
+        capacity = max(0, concurrency - active)
         started = 0
         if capacity:
             # Items were created in question order, so the primary key is that order (and the index's).
@@ -573,9 +615,9 @@ def run_dispatch(*, run: Run) -> bool:
                 waiting.exclude(_PREPARING_ITEM).select_related("question__database")
                 .defer(*_DEFERRED).order_by("pk")[:capacity]))
         if active + started or waiting.exists():
-            return True
+            return True, 0
         run_evaluate_queue(run=run)
-    return False
+    return False, 0
 
 
 # JSON and long text columns the dispatcher never needs (a database's schema is tens of kB).
@@ -597,34 +639,37 @@ def _start_sessions(run: Run, items: list[RunItem]) -> int:
         example_pool = ExamplePool.objects.defer("examples").get(pk=run.config["example_pool"]["id"])
     # The LLM recorded when the run was launched, not whatever this worker's environment says.
     endpoint = session_services.endpoint_from_snapshot(run.config["llm"])
-    started, refused = 0, []
+    specs = []
     for item in items:
         options = dict(run.config.get("options") or {})
         if run.strategy == "hdsp":
             options["gold_sql"] = item.question.gold_sql  # HDSP's feedback mode compares with the gold (paper)
-        try:  # session_create checks everything before it writes, in a transaction of its own
-            item.session = session_services.session_create(
-                database=item.question.database, question=item.question.question,
-                evidence=item.question.evidence, strategy=run.strategy, options=options, few_shot=version,
-                endpoint=endpoint, example_pool=example_pool,
-                billed_to=run.created_by,  # the run's spend counts to its launcher's daily budget
-                question_key=question_key(item.question) if example_pool is not None else None,
-                zero_shot=version is None)  # the run resolved its set (or none) when it was created
-        except ValidationError as exc:
-            item.prediction_note = "not run: " + " ".join(exc.messages)
+        specs.append(session_services.SessionSpec(
+            database=item.question.database, question=item.question.question, evidence=item.question.evidence,
+            options=options, question_key=question_key(item.question) if example_pool is not None else None))
+    # One INSERT for the pass's sessions, each checked as session_create checks one; queued once this commits.
+    created = session_services.session_create_many(
+        specs=specs, strategy=run.strategy, endpoint=endpoint, few_shot=version, example_pool=example_pool,
+        billed_to=run.created_by,  # the run's spend counts to its launcher's daily budget
+        zero_shot=version is None)  # the run resolved its set (or none) when it was created
+    started, refused = [], []
+    for item, outcome in zip(items, created, strict=True):
+        if isinstance(outcome, ValidationError):
+            item.prediction_note = "not run: " + " ".join(outcome.messages)
             refused.append(item)
-            continue
-        started += 1
-    RunItem.objects.bulk_update([i for i in items if i not in refused], ["session"])
+        else:
+            item.session = outcome
+            started.append(item)
+    RunItem.objects.bulk_update(started, ["session"])
     RunItem.objects.bulk_update(refused, ["prediction_note"])
-    return started
+    return len(started)
 
 
 def run_session_finished(*, session_id: int) -> None:
     """A session ended: if it belongs to a running run, collect it and fill its slot at once."""
     run_id = RunItem.objects.filter(session_id=session_id).values_list("run_id", flat=True).first()
     if run_id is not None:
-        run_dispatch(run=Run(pk=run_id))
+        _dispatch(run_id, wait=False, batched=True)
 
 
 def runs_revive_dispatch(*, idle_s: float = 30) -> list[int]:

@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
               f"scored {final['evaluated'] - final['last_finish']:.1f} s later by the evaluation task, "
               f"{final['correct']} correct")
         print(f"   dispatcher CPU {dispatch:.1f} s of the worker's {cpu:.1f} s = {100 * dispatch / cpu:.1f} % "
-              f"(target under 10 %) in {during[-1]['dispatches'] - during[0]['dispatches']} passes")
+              f"(target under 10 %): {during[-1]['dispatches'] - during[0]['dispatches']} calls, "
+              f"{during[-1].get('passes', 0) - during[0].get('passes', 0)} passes")
         print("   worker RSS (MB) at 0/25/50/75/100 % of the run: " + " / ".join(f"{m:.0f}" for m in marks))
 
         # 3. LLM-bound: slow calls, many at once

@@ -1,8 +1,10 @@
 """A Celery worker that also samples itself, for ``make bench-runs``.
 
-``python -m benchmarks.runs.worker STATS_FILE <celery worker arguments>``: the real worker, with
-``run_dispatch`` wrapped to add up the CPU time of the threads running it, and a thread writing one JSON
-line per second to STATS_FILE: the process's CPU seconds, the dispatcher's, and the resident set size.
+``python -m benchmarks.runs.worker STATS_FILE <celery worker arguments>``: the real worker, with the
+dispatcher's two entry points (``run_dispatch``, the poll's, and ``run_session_finished``, a finished
+session's, which includes finding the session's run) wrapped to add up the CPU time of the threads running
+them, their passes counted, and a thread writing one JSON line per second to STATS_FILE: the process's CPU
+seconds, the dispatcher's, the number of calls and of passes, and the resident set size.
 """
 
 from __future__ import annotations
@@ -32,19 +34,33 @@ def main() -> None:
     from annotations.runs import services
 
     lock = threading.Lock()
-    dispatch_cpu = [0.0, 0]
-    original = services.run_dispatch
+    dispatch_cpu = [0.0, 0, 0]  # CPU seconds, calls, passes
 
-    def timed(**kwargs):
-        started = time.thread_time()
-        try:
-            return original(**kwargs)
-        finally:
+    def timed(original):
+        def wrapper(**kwargs):
+            started = time.thread_time()
+            try:
+                return original(**kwargs)
+            finally:
+                with lock:
+                    dispatch_cpu[0] += time.thread_time() - started
+                    dispatch_cpu[1] += 1
+        return wrapper
+
+    def counted(original):
+        def wrapper(*args, **kwargs):
             with lock:
-                dispatch_cpu[0] += time.thread_time() - started
-                dispatch_cpu[1] += 1
+                dispatch_cpu[2] += 1
+            return original(*args, **kwargs)
+        return wrapper
 
-    services.run_dispatch = timed
+    services.run_dispatch = timed(services.run_dispatch)
+    services.run_session_finished = timed(services.run_session_finished)
+    services._dispatch_pass = counted(services._dispatch_pass)
+    from agent.services import sessions
+
+    # The app registered the unwrapped function at start-up; the same key replaces it.
+    sessions.on_session_finished("runs", lambda session_id: services.run_session_finished(session_id=session_id))
 
     def sample() -> None:
         with open(stats_file, "a") as out:
@@ -52,7 +68,7 @@ def main() -> None:
                 usage = resource.getrusage(resource.RUSAGE_SELF)
                 with lock:
                     line = {"t": time.time(), "cpu_s": usage.ru_utime + usage.ru_stime,
-                            "dispatch_cpu_s": dispatch_cpu[0], "dispatches": dispatch_cpu[1], "rss_mb": _rss_mb()}
+                            "dispatch_cpu_s": dispatch_cpu[0], "dispatches": dispatch_cpu[1], "passes": dispatch_cpu[2], "rss_mb": _rss_mb()}
                 out.write(json.dumps(line) + "\n")
                 out.flush()
                 time.sleep(1)

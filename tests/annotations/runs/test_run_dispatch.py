@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agent.models import AgentSession, DatabaseGrant
+from agent.models import AgentSession, DatabaseGrant, LLMEndpoint
 from agent.services import sessions
 from annotations.runs import services
 from annotations.runs.models import Run
@@ -100,3 +100,180 @@ def test_the_eta_follows_the_observed_completion_rate(make_dataset, replay_llm):
     progress = services.run_progress(run=run)
     assert progress["finished"] == 2 and progress["total"] == 10
     assert 230 <= progress["eta_s"] <= 250
+
+
+def _finish(pk: int) -> None:
+    AgentSession.objects.filter(pk=pk).update(status="answered", final_sql="SELECT 1", finished_at=timezone.now())
+
+
+def _in_flight(run) -> int:
+    return AgentSession.objects.filter(run_items__run=run, status__in=["queued", "running"]).count()
+
+
+def test_a_finished_session_waits_for_a_batch_of_free_slots_and_the_run_still_ends_without_a_poll(
+        make_dataset, replay_llm):
+    # At concurrency 16 a finished session's pass runs once 2 slots are free (services.DISPATCH_BATCH_SHARE).
+    dataset = make_dataset(18)
+    server = replay_llm(replay_script(1))
+    LLMEndpoint.objects.create(name="wide", base_url=server.url, model="replay-model", is_default=True,
+                               max_concurrency=16)
+    run = services.run_create_agent(dataset=dataset, name="batch", max_concurrency=16, zero_shot=True)
+    services.run_dispatch(run=run)
+    first = queued()
+    assert len(first) == 16
+    _finish(first[0])
+    services.run_session_finished(session_id=first[0])
+    assert AgentSession.objects.count() == 16 and run.items.filter(predicted_sql="SELECT 1").count() == 0
+    _finish(first[1])
+    services.run_session_finished(session_id=first[1])
+    assert AgentSession.objects.count() == 18 and run.items.filter(predicted_sql="SELECT 1").count() == 2
+    assert _in_flight(run) == 16
+    # The rest finish one by one, with no poll: the last one's pass collects everything and queues the scoring.
+    for pk in queued():
+        _finish(pk)
+        services.run_session_finished(session_id=pk)
+        assert _in_flight(run) <= 16
+    run.refresh_from_db()
+    assert run.status == Run.Status.EVALUATING
+    assert run.items.filter(predicted_sql="SELECT 1").count() == 18
+
+
+postgres_only = pytest.mark.skipif(connection.vendor != "postgresql",
+                                   reason="skipping a locked run needs SELECT ... SKIP LOCKED (PostgreSQL)")
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_session_that_finishes_during_another_pass_skips_its_own_and_that_pass_fills_its_slot(
+        make_dataset, replay_llm, monkeypatch):
+    import threading
+
+    dataset = make_dataset(6)
+    replay_llm(replay_script(1))
+    run = services.run_create_agent(dataset=dataset, name="skip", max_concurrency=2, zero_shot=True)
+    services.run_dispatch(run=run)
+    s0, s1 = queued()
+    entered, release = threading.Event(), threading.Event()
+    original = services._start_sessions
+    calls = []
+
+    def paused(run_, items):
+        calls.append(len(items))
+        if len(calls) == 1:  # the holder's first pass stops here, the run's row locked
+            entered.set()
+            assert release.wait(30)
+        return original(run_, items)
+
+    monkeypatch.setattr(services, "_start_sessions", paused)
+    _finish(s0)
+
+    def holder():
+        try:
+            services.run_dispatch(run=run)  # the poll's pass: collects s0, starts one
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert entered.wait(30)
+    _finish(s1)
+    done = threading.Event()
+    threading.Thread(target=lambda: (services.run_session_finished(session_id=s1), connection.close(),
+                                     done.set())).start()
+    # The finished session does not queue up behind the holder's lock: it returns, having done nothing.
+    assert done.wait(10)
+    assert not run.items.filter(session_id=s1).exclude(predicted_sql="").exists()
+    release.set()
+    thread.join(30)
+    # The holder looked again after its commit: s1 is collected and its slot filled.
+    assert run.items.get(session_id=s1).predicted_sql == "SELECT 1"
+    assert AgentSession.objects.count() == 4 and _in_flight(run) == 2
+    assert calls == [1, 1]
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_sessions_finishing_at_once_in_many_threads_never_exceed_the_concurrency_and_the_run_ends(
+        make_dataset, replay_llm):
+    import threading
+    import time
+
+    n, concurrency = 40, 4
+    dataset = make_dataset(n)
+    replay_llm(replay_script(1))
+    run = services.run_create_agent(dataset=dataset, name="storm", max_concurrency=concurrency, zero_shot=True)
+    services.run_dispatch(run=run)
+    taken: set[int] = set()
+    lock = threading.Lock()
+    peak, errors = [0], []
+    stop = threading.Event()
+
+    def finisher():
+        try:
+            deadline = time.monotonic() + 120
+            while not stop.is_set() and time.monotonic() < deadline:
+                with lock:
+                    pk = next((p for p in queued() if p not in taken), None)
+                    if pk is not None:
+                        taken.add(pk)
+                if pk is None:
+                    if Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).exists():
+                        time.sleep(0.01)
+                        continue
+                    return
+                _finish(pk)
+                services.run_session_finished(session_id=pk)  # no poll anywhere in this test
+        except Exception as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def monitor():
+        while not stop.is_set():
+            peak[0] = max(peak[0], _in_flight(run))
+            time.sleep(0.002)
+        connection.close()
+
+    threads = [threading.Thread(target=finisher) for _ in range(6)]
+    watcher = threading.Thread(target=monitor)
+    watcher.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(150)
+    stop.set()
+    watcher.join(10)
+    assert not errors
+    assert peak[0] <= concurrency
+    run.refresh_from_db()
+    assert run.status == Run.Status.EVALUATING
+    assert AgentSession.objects.count() == n
+    assert run.items.filter(predicted_sql="SELECT 1").count() == n
+
+
+def test_sessions_started_together_are_each_checked_and_a_refused_one_is_noted_on_its_item(
+        make_dataset, replay_llm, django_capture_on_commit_callbacks):
+    from agent.models import Database
+
+    dataset = make_dataset(3)
+    replay_llm(replay_script(3))
+    run = services.run_create_agent(dataset=dataset, name="refused", max_concurrency=3, zero_shot=True)
+    database = dataset.questions.first().database
+    specs = [sessions.SessionSpec(database=database, question=" Which one?\x00 "),
+             sessions.SessionSpec(database=database, question=""),
+             sessions.SessionSpec(database=database, question="x" * (sessions.MAX_QUESTION_CHARS + 1))]
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        out = sessions.session_create_many(specs=specs, strategy="interactive_t2s",
+                                           endpoint=sessions.default_llm_endpoint(), zero_shot=True)
+    assert isinstance(out[0], AgentSession) and out[0].pk and out[0].status == "queued"
+    assert AgentSession.objects.get(pk=out[0].pk).question == "Which one?\ufffd"  # cleaned as a save would
+    assert out[1].message_dict == {"question": ["Write a question."]}
+    assert "question" in out[2].message_dict
+    assert len(callbacks) == 1  # only the stored session is published
+    # A database that broke after the launch: its questions are not run, with the reason, and the run ends.
+    Database.objects.filter(pk=database.pk).update(status=Database.Status.ERROR)
+    assert services.run_dispatch(run=run) is False
+    notes = set(run.items.values_list("prediction_note", flat=True))
+    assert notes == {f"not run: {database.name} is not ready (Error)."}
+    run.refresh_from_db()
+    assert run.status == Run.Status.EVALUATING
