@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
@@ -137,6 +138,12 @@ def _unparsable(text: str, exc: ParseError | TokenError) -> str:
             f"Only a single SELECT query is allowed.")
 
 
+# Accepted statements up to this size are remembered (a verdict depends on the text and dialect only):
+# an evaluation runs each gold query once per run and a prediction is often the gold's own text, and
+# parsing is most of what a query costs the evaluator. Refusals are not cached; they raise.
+_VERDICT_CACHE_CHARS = 8_192
+
+
 def check_read_only(sql: str, dialect: str) -> str:
     """Return the statement without trailing semicolons, or raise QueryRejected.
 
@@ -147,6 +154,17 @@ def check_read_only(sql: str, dialect: str) -> str:
     text = sql.strip().rstrip(";").strip()
     if not text:
         raise QueryRejected("Empty query.")
+    if len(text) <= _VERDICT_CACHE_CHARS:
+        return _accepted(text, dialect)
+    return _check(text, dialect)
+
+
+@lru_cache(maxsize=4096)
+def _accepted(text: str, dialect: str) -> str:
+    return _check(text, dialect)
+
+
+def _check(text: str, dialect: str) -> str:
     try:
         statements = [s for s in sqlglot.parse(text, read=dialect) if s is not None]
     except (ParseError, TokenError) as exc:

@@ -194,3 +194,18 @@ def test_ves_rewards_correct_predictions_only(music):
     assert rewards[1:] == [0.0, 0.0]
     assert report.totals.ves is not None and 0 < report.totals.ves <= 100 * 1.25 ** 0.5 / 3 + 1e-9
     assert spider([item(0, "SELECT 1", "SELECT 1")], music).totals.ves is None
+
+
+def test_a_prediction_that_is_the_gold_query_is_not_run_twice_unless_it_can_vary(music, monkeypatch):
+    from annotations.evaluation import runner
+
+    ran: list[str] = []
+    real = runner.run_query
+    monkeypatch.setattr(runner, "run_query", lambda conn, sql, limits: ran.append(sql) or real(conn, sql, limits))
+    report = spider([item(0, "SELECT name FROM singer WHERE age > 40", "SELECT name FROM singer WHERE age > 40"),
+                     item(1, "SELECT abs(random()) % 1000000000 FROM singer",
+                          "SELECT abs(random()) % 1000000000 FROM singer")], music, workers=1)
+    assert ran.count("SELECT name FROM singer WHERE age > 40") == 1  # the gold's rows serve the prediction
+    assert ran.count("SELECT abs(random()) % 1000000000 FROM singer") == 2  # executed as the official script does
+    assert report.per_question[0].ex is True
+    assert report.per_question[1].ex is False  # two draws of random() differ, as they do for the official script
