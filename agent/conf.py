@@ -49,6 +49,9 @@ DEFAULTS: dict[str, Any] = {
     # LEASE_S and is renewed while the call runs; a call waits at most WAIT_S for a free slot.
     "LLM_SLOT_LEASE_S": 30.0,
     "LLM_SLOT_WAIT_S": 600.0,
+    # max_concurrency of the endpoint configured by environment variables (T2S_LLM_BASE_URL...), which has no
+    # record to carry one: calls to it across all workers.
+    "LLM_MAX_CONCURRENCY": 64,
     # Environment variables an endpoint may read its API key from (shell patterns).
     "API_KEY_ENV_ALLOWED": ["*_API_KEY"],
     # Roles (groups, agent/roles.py) every new account gets.

@@ -282,6 +282,8 @@ T2S = {
     # An endpoint's max_concurrency across all workers: slot leases (renewed while a call runs) and the longest wait.
     "LLM_SLOT_LEASE_S": float(os.environ.get("T2S_LLM_SLOT_LEASE_S", "30")),
     "LLM_SLOT_WAIT_S": float(os.environ.get("T2S_LLM_SLOT_WAIT_S", "600")),
+    # The environment endpoint's max_concurrency (an endpoint record carries its own).
+    "LLM_MAX_CONCURRENCY": int(os.environ.get("T2S_LLM_MAX_CONCURRENCY", "64")),
     "API_KEY_ENV_ALLOWED": [p.strip() for p in os.environ.get("T2S_API_KEY_ENV_ALLOWED", "*_API_KEY").split(",")
                             if p.strip()],
     # Roles (groups) every new account gets; see the README's roles table.

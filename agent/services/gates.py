@@ -16,8 +16,12 @@ from . import budgets, llm_slots
 
 
 def endpoint_concurrency(name: str) -> int:
-    """The endpoint record's ``max_concurrency`` now (an edit applies to the next call), else the field default."""
+    """The endpoint record's ``max_concurrency`` now (an edit applies to the next call); the endpoint set by
+    environment variables, which has no record, takes ``LLM_MAX_CONCURRENCY`` (it took the record field's
+    default of 8, which halved a worker running 16 sessions at once)."""
     limit = LLMEndpoint.objects.filter(name=name).values_list("max_concurrency", flat=True).first()
+    if limit is None:
+        return max(1, int(agent_settings.LLM_MAX_CONCURRENCY))
     return int(limit or LLMEndpoint._meta.get_field("max_concurrency").default)
 
 

@@ -102,6 +102,24 @@ def test_sessions_calls_hold_the_endpoint_records_max_concurrency(transactional_
     assert LLMCallLease.objects.count() == 0
 
 
+def test_the_environment_endpoint_takes_its_limit_from_settings(db, settings) -> None:
+    """The endpoint set by T2S_LLM_* variables has no record: T2S_LLM_MAX_CONCURRENCY bounds it, not the record
+    field's default of 8 (which let a worker at concurrency 16 run only half its sessions' calls at once)."""
+    settings.T2S = {**settings.T2S, "LLM_MAX_CONCURRENCY": 3}
+    assert gates.endpoint_concurrency("environment") == 3
+    with ReplayServer([SLOW] * 9) as server:
+        snapshot = {"endpoint": "environment", "model": "replay-model", "prices": {}}
+
+        def call(client):
+            gates.gated(client, user=None, llm_snapshot=snapshot).complete([{"role": "user", "content": "hi"}])
+
+        assert hammer(server, 9, call) == []
+        assert server.max_in_flight == 3
+    LLMEndpoint.objects.create(name="environment", base_url="http://x", model="m", max_concurrency=5,
+                               api_key_env="OPENAI_API_KEY")
+    assert gates.endpoint_concurrency("environment") == 5  # a record of that name carries its own
+
+
 def test_a_slot_is_given_back_when_the_call_fails(slots) -> None:
     key = f"fail-{uuid.uuid4().hex[:8]}"
     with ReplayServer([{"fault": "http", "status": 400}]) as server:
