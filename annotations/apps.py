@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_delete, post_migrate, post_save
 
 
 def _publish_paper_sets(sender, using="default", **kwargs) -> None:
@@ -41,3 +41,11 @@ class AnnotationsConfig(AppConfig):
         leases.on_sweep("runs", lambda: runs_revive_dispatch(idle_s=3 * annotations_settings.DISPATCH_POLL_S))
 
         post_migrate.connect(_publish_paper_sets, sender=self, dispatch_uid="annotations_paper_sets")
+        # Label counts are cached under a version every change of what they count replaces (deletes cascading
+        # from a run or an item included: they send post_delete per label).
+        from annotations.labels.models import Label, LabelReveal, Queue
+        from annotations.labels.services import labels_changed
+
+        for model in (Label, LabelReveal, Queue):
+            post_save.connect(labels_changed, sender=model, dispatch_uid=f"labels_changed_save_{model.__name__}")
+            post_delete.connect(labels_changed, sender=model, dispatch_uid=f"labels_changed_delete_{model.__name__}")

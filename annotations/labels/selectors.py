@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from collections import Counter, defaultdict
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
@@ -362,29 +366,64 @@ def runs_distribution(*, runs: QuerySet[Run], user=None) -> dict[str, Any]:
     """Category counts per run, for those of ``runs`` with labels (across-runs dashboard; the labels ``user``
     may see).
 
-    Counted by the database in grouped queries whatever the number of runs and labels: an item counts under its
-    final labels if adjudicated, else under every label given (as ``item_categories``)."""
+    An item counts under its final labels if adjudicated, else under every label given (as ``item_categories``).
+    Counting them takes the database a moment per view at tens of thousands of labels (167 ms at 41k), so the
+    counts are cached under the labels' version, which every change of a label, a reveal or a queue replaces
+    (``services.labels_changed``); the failures per run (which a re-evaluation changes) are counted each time."""
     version = default_taxonomy_version()
     categories = list(version.categories.all()) if version else []
-    labelled_runs = list(runs.filter(pk__in=Label.objects.values("item__run_id")).select_related("dataset")
-                         .order_by("-created_at"))
-    run_ids = [run.pk for run in labelled_runs]
-    labels = Label.objects.filter(item__run_id__in=run_ids)
-    if user is not None:
-        labels = policies.hide_blind_labels(user, labels, run_ids=run_ids)
-    counting = labels.filter(Q(is_final=True) | ~Exists(labels.filter(item_id=OuterRef("item_id"), is_final=True)))
-    counts: dict[int, Counter] = defaultdict(Counter)
-    for run_id, key, n in (counting.order_by().values_list("item__run_id", "category__key")
-                           .annotate(n=Count("item_id", distinct=True))):
-        counts[run_id][key] = n
-    items = dict(labels.order_by().values_list("item__run_id").annotate(n=Count("item_id", distinct=True)))
-    failures = dict(RunItem.objects.filter(run_id__in=run_ids, ex=False).order_by()
+    visible = list(runs.select_related("dataset").order_by("-created_at"))
+    counted = _runs_label_counts(run_ids=[run.pk for run in visible], user=user)
+    labelled_runs = [run for run in visible if run.pk in counted]
+    failures = dict(RunItem.objects.filter(run_id__in=[run.pk for run in labelled_runs], ex=False).order_by()
                     .values_list("run_id").annotate(n=Count("id")))
     rows = []
     for run in labelled_runs:
-        rows.append({"run": run, "labelled": items.get(run.pk, 0), "failures": failures.get(run.pk, 0),
-                     "counts": [counts[run.pk].get(c.key, 0) for c in categories], "ex": (run.totals or {}).get("ex")})
+        counts = counted[run.pk]["counts"]
+        rows.append({"run": run, "labelled": counted[run.pk]["labelled"], "failures": failures.get(run.pk, 0),
+                     "counts": [counts.get(c.key, 0) for c in categories], "ex": (run.totals or {}).get("ex")})
     return {"categories": categories, "rows": rows}
+
+
+LABELS_VERSION_KEY = "labels:version"
+LABELS_VERSION_READ = "t2s_labels_version_read"  # set on the connection: read since this thread replaced it
+
+
+def labels_version() -> str:
+    """A token that changes whenever a label, a reveal or a queue changes: cached label counts are keyed by it."""
+    setattr(transaction.get_connection(), LABELS_VERSION_READ, True)
+    token = cache.get(LABELS_VERSION_KEY)
+    if token is None:  # first use, or evicted: a new token, so nothing counted before is trusted
+        cache.add(LABELS_VERSION_KEY, uuid.uuid4().hex, timeout=None)
+        token = cache.get(LABELS_VERSION_KEY) or "uncached"
+    return token
+
+
+def _runs_label_counts(*, run_ids: list[int], user) -> dict[int, dict[str, Any]]:
+    """{run id: {"labelled": items, "counts": {category key: items}}} for the runs of ``run_ids`` with labels,
+    as ``user`` sees them (blind queues hide some from those who may not adjudicate), through the cache."""
+    if user is None or policies.can_adjudicate(user):
+        view = "all"
+    else:
+        view = f"user-{user.pk}" if user.is_authenticated and user.is_active else "anonymous"
+    digest = hashlib.sha1(",".join(map(str, sorted(run_ids))).encode()).hexdigest()
+    key = f"labels:runs-distribution:{labels_version()}:{view}:{digest}"
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    labels = Label.objects.filter(item__run_id__in=run_ids)
+    out: dict[int, dict[str, Any]] = {run_id: {"labelled": 0, "counts": {}} for run_id in
+                                      labels.order_by().values_list("item__run_id", flat=True).distinct()}
+    if user is not None:
+        labels = policies.hide_blind_labels(user, labels, run_ids=run_ids)
+    counting = labels.filter(Q(is_final=True) | ~Exists(labels.filter(item_id=OuterRef("item_id"), is_final=True)))
+    for run_id, key_, n in (counting.order_by().values_list("item__run_id", "category__key")
+                            .annotate(n=Count("item_id", distinct=True))):
+        out[run_id]["counts"][key_] = n
+    for run_id, n in labels.order_by().values_list("item__run_id").annotate(n=Count("item_id", distinct=True)):
+        out[run_id]["labelled"] = n
+    cache.set(key, out, timeout=24 * 3600)
+    return out
 
 
 def queues_progress(*, queues: list[Queue], user) -> dict[int, dict[str, int]]:

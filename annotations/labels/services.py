@@ -6,10 +6,12 @@ made here, so the page, the API and a script obey the same rules.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Min
@@ -29,6 +31,7 @@ from annotations.labels.models import (
     Taxonomy,
     TaxonomyVersion,
 )
+from annotations.labels.selectors import LABELS_VERSION_KEY, LABELS_VERSION_READ
 from annotations.runs.models import Run, RunItem
 
 RESERVATION_MINUTES = 5
@@ -37,6 +40,29 @@ PREVIEW_ROWS = 20
 
 class LabelConflict(Exception):
     """The question is already being labelled by as many people as its queue allows."""
+
+
+def labels_changed(**_signal) -> None:
+    """A label, a reveal or a queue changed (a post_save / post_delete receiver): counts cached under the labels'
+    version are stale. The version is replaced now, for this transaction's own next read, and again after the
+    commit: another view that read the new version before the commit counted the old rows under it.
+
+    Inside a transaction it is replaced once, plus once more after each read of it there: deleting a run sends
+    one signal per label."""
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        _new_labels_version()
+        return
+    if not any(entry[1] is _new_labels_version for entry in connection.run_on_commit):
+        transaction.on_commit(_new_labels_version)
+    elif not getattr(connection, LABELS_VERSION_READ, True):
+        return  # replaced earlier in this transaction and not read since
+    _new_labels_version()
+    setattr(connection, LABELS_VERSION_READ, False)
+
+
+def _new_labels_version() -> None:
+    cache.set(LABELS_VERSION_KEY, uuid.uuid4().hex, timeout=None)
 
 
 def check_can_label(*, user) -> None:

@@ -35,3 +35,71 @@ def test_grouped_figures_equal_the_one_by_one_figures(tiny_run, annotators, staf
     for queue in queues:
         assert grouped[queue.pk] == selectors.queue_progress(queue=queue, user=alice)
     assert grouped[queues[0].pk] == {"total": 4, "labelled": 3, "mine": 2, "percent": 75}
+
+
+def overview_counts(user, run):
+    """(labelled, {category key: count}) of ``run``'s row on the labels overview, as ``user`` sees it (None: the
+    run has no labels, no row)."""
+    across = selectors.runs_distribution(runs=type(run).objects.all(), user=user)
+    rows = [r for r in across["rows"] if r["run"].pk == run.pk]
+    if not rows:
+        return None
+    (row,) = rows
+    return row["labelled"], {c.key: n for c, n in zip(across["categories"], row["counts"], strict=True) if n}
+
+
+def test_overview_counts_are_cached_and_follow_every_label_change(tiny_run, annotators, staff,
+                                                                  django_assert_max_num_queries):
+    from django.contrib.auth.models import Group
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agent.roles import CURATOR
+    from annotations.labels import services
+
+    alice, bob, _carol = annotators
+    curator = type(alice).objects.create_user("cura")
+    curator.groups.add(Group.objects.get(name=CURATOR))
+    version = selectors.default_taxonomy_version()
+    cat = {c.key: c for c in version.categories.all()}
+    failures = list(selectors.run_failures(run=tiny_run))
+    services.label_toggle(item=failures[0], category=cat["distinct"], user=alice)
+    with CaptureQueriesContext(connection) as first:
+        assert overview_counts(alice, tiny_run) == (1, {"distinct": 1})
+    with django_assert_max_num_queries(len(first) - 3):  # the label counts come from the cache
+        assert overview_counts(alice, tiny_run) == (1, {"distinct": 1})
+
+    services.label_toggle(item=failures[1], category=cat["format"], user=bob)
+    assert overview_counts(alice, tiny_run) == (2, {"distinct": 1, "format": 1})
+    services.label_toggle(item=failures[0], category=cat["distinct"], user=alice)  # taken away
+    assert overview_counts(alice, tiny_run) == (1, {"format": 1})
+    services.label_adjudicate(item=failures[1], user=curator, categories=[cat["reasoning"]])
+    assert overview_counts(alice, tiny_run) == (1, {"reasoning": 1})  # the final label counts, not bob's
+    failures[1].delete()  # its labels go with it
+    assert overview_counts(alice, tiny_run) is None
+
+    # a blind queue: bob's label is hidden from alice until she labels the question and reveals it
+    services.queue_create(run=tiny_run, name="double", taxonomy_version=version, user=curator, max_annotators=2)
+    services.label_toggle(item=failures[2], category=cat["format"], user=bob)
+    assert overview_counts(alice, tiny_run) == (0, {}) and overview_counts(bob, tiny_run) == (1, {"format": 1})
+    services.label_toggle(item=failures[2], category=cat["distinct"], user=alice)
+    assert overview_counts(alice, tiny_run) == (1, {"distinct": 1})
+    services.labels_reveal(item=failures[2], user=alice)
+    assert overview_counts(alice, tiny_run) == (1, {"distinct": 1, "format": 1})
+    assert overview_counts(curator, tiny_run) == (1, {"distinct": 1, "format": 1})
+
+
+def test_deleting_a_run_replaces_the_labels_version_once_not_once_per_label(tiny_run, annotators, monkeypatch):
+    from annotations.labels import services
+
+    version = selectors.default_taxonomy_version()
+    cats = list(version.categories.all())
+    Label.objects.bulk_create([Label(item=item, category=cat, taxonomy_version=version, annotator=who)
+                               for item in selectors.run_failures(run=tiny_run) for cat in cats[:3]
+                               for who in annotators])
+    before = selectors.labels_version()
+    calls = []
+    real = services._new_labels_version
+    monkeypatch.setattr(services, "_new_labels_version", lambda: (calls.append(1), real()))
+    tiny_run.delete()  # 36 labels cascade, each with its post_delete
+    assert len(calls) == 1 and selectors.labels_version() != before
