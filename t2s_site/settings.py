@@ -305,5 +305,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}, "httpx": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "INFO"}, "httpx": {"level": "WARNING"},
+                "httpx2": {"level": "WARNING"}},  # the LLM client: one INFO line per HTTP request otherwise
 }
