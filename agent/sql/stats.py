@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .base import ColumnStats, SQLError
+from .base import ColumnStats, ResultTooLarge, SQLError
 
 ENUM_MAX_DISTINCT = 12
 # The paper authors' rule for listing a text column in full: at most 50 distinct values, none with more
@@ -57,6 +57,8 @@ def column_stats(
     col = quoted_column
     try:
         (distinct, non_null, total) = run(f"SELECT COUNT(DISTINCT {col}), COUNT({col}), COUNT(*) FROM {source}")[0]
+    except ResultTooLarge:
+        return _counts_only(run, col, source, declared_type, sampled)
     except SQLError:
         return ColumnStats(kind="empty", distinct_count=0, null_count=0, sampled_rows=sampled)
     distinct, non_null, total = int(distinct or 0), int(non_null or 0), int(total or 0)
@@ -73,6 +75,20 @@ def column_stats(
         # e.g. a cell past the connector's value size limit: keep the counts, skip the samples
         return ColumnStats(kind=kind if kind != "enum" else "text", distinct_count=distinct, null_count=nulls,
                            sampled_rows=sampled)
+
+
+def _counts_only(run: Runner, col: str, source: str, declared_type: str, sampled: int | None) -> ColumnStats:
+    """A column holding a value past the runner's size limit (a hostile upload's 200 MB cell): counts from
+    ``IS NULL``, which SQLite answers from the row's header without loading the value; the distinct count is
+    the non-null count (an upper bound) and no value is shown."""
+    try:
+        total = int(run(f"SELECT COUNT(*) FROM {source}")[0][0] or 0)
+        nulls = int(run(f"SELECT COUNT(*) FROM {source} WHERE {col} IS NULL")[0][0] or 0)
+    except SQLError:
+        return ColumnStats(kind="empty", distinct_count=0, null_count=0, sampled_rows=sampled)
+    kind = type_kind(declared_type)
+    return ColumnStats(kind=kind if kind in ("numeric", "date") else "text", distinct_count=total - nulls,
+                       null_count=nulls, sampled_rows=sampled)
 
 
 def _listing(run: Runner, col: str, source: str) -> tuple[str, ...]:

@@ -89,7 +89,8 @@ def build_indexes(
         build_seconds={k: round(v, 3) for k, v in seconds.items()},
         counts={"tables": len(schema.tables), "columns": len(schema.columns),
                 "foreign_keys": len(graph["keys"]), "text_columns": values.text_columns,
-                "cells": values.cells, "text_cells": values.text_cells, "terms": values.terms},
+                "cells": values.cells, "text_cells": values.text_cells, "terms": values.terms,
+                "skipped_cells": values.skipped_cells},
     )
     previous = read_manifest(index_dir)
     write_manifest(index_dir, manifest)

@@ -70,6 +70,7 @@ class ValueIndexStats:
     cells: int  # distinct (column, value) pairs indexed
     text_cells: int  # non-null text cells read from the target
     terms: int
+    skipped_cells: int = 0  # text cells too long to read (over READ_MAX_BYTES)
 
 
 def fts_tokens(text: str) -> list[str]:
@@ -92,67 +93,214 @@ def text_columns(schema: SchemaInfo) -> list[tuple[str, str]]:
     return out
 
 
-def iter_cells(connector: Connector, schema: SchemaInfo) -> Iterator[tuple[str, str, str, int]]:
-    """Yield (table, column, value, count) for every distinct non-empty text cell."""
-    columns = text_columns(schema)
-    by_table: dict[str, list[str]] = {}
-    for table, column in columns:
-        by_table.setdefault(table, []).append(column)
-    path = getattr(connector, "path", None)
-    if connector.engine == "sqlite" and path is not None:
-        yield from _iter_sqlite(Path(path), by_table, connector)
-    else:
-        yield from _iter_generic(connector, by_table)
+# What one build may read from a target: the target is uploaded by users, so a hostile file (a 1 GB cell,
+# millions of huge cells) must not grow the worker that builds the index.
+READ_MAX_BYTES = 1 << 20  # SQLITE_LIMIT_LENGTH of the reading connection: a longer text cell is skipped unread
+MAX_TEXT_CELLS = 50_000_000  # non-null text cells read from one database (2.4 M in the largest benchmark)
+MAX_INDEX_CELLS = 5_000_000  # distinct (column, value) pairs indexed (1.8 M in the largest benchmark)
+MAX_SKIPPED_CELLS = 10_000  # text cells over READ_MAX_BYTES; each costs a restart of its table's scan
+_HELD_CHARS = 32_000_000  # characters of distinct values counted in memory before they are handed on
 
 
-def _iter_sqlite(path: Path, by_table: dict[str, list[str]], connector: Connector) -> Iterator[
-        tuple[str, str, str, int]]:
-    # One scan per table, counted in Python: much faster than one GROUP BY per column.
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
-    try:
-        for table, cols in by_table.items():
-            select = ", ".join(connector.quote_ident(c) for c in cols)
-            counters: list[Counter[str]] = [Counter() for _ in cols]
-            try:
-                cursor = conn.execute(f"SELECT {select} FROM {connector.quote_table(table)}")
-                while batch := cursor.fetchmany(_PAGE):
-                    for row in batch:
-                        for i, v in enumerate(row):
-                            if v.__class__ is str:
-                                counters[i][v] += 1
-            except sqlite3.Error as exc:
-                # A broken view or table must not stop the whole build; its cells are left out, and said so.
-                log.warning("SearchValue index: %s skipped, its rows could not be read: %s", table, exc)
-                continue
+class ValueIndexLimit(ValueError):
+    """A target past one of the build's limits; the message names the limit (shown as the index error)."""
+
+
+class CellSource:
+    """(table, column, value, count) for every distinct non-empty text cell, values cut to ``MAX_CELL_CHARS``.
+
+    Iterate once. Afterwards ``skipped`` counts text cells longer than ``READ_MAX_BYTES`` (never read: the
+    SQLite reader checks the type with ``typeof``, which does not load a value, and SQLite refuses to load one
+    over its length limit), and ``spilled`` says a table's counts were handed on in parts (the same value may
+    then come more than once, with partial counts: ``build_value_index`` adds them up)."""
+
+    def __init__(self, connector: Connector, schema: SchemaInfo) -> None:
+        self.connector, self.schema = connector, schema
+        self.skipped = 0
+        self.spilled = False
+        self.text_cells = 0
+
+    def __iter__(self) -> Iterator[tuple[str, str, str, int]]:
+        by_table: dict[str, list[str]] = {}
+        for table, column in text_columns(self.schema):
+            by_table.setdefault(table, []).append(column)
+        path = getattr(self.connector, "path", None)
+        if self.connector.engine == "sqlite" and path is not None:
+            return self._iter_sqlite(Path(path), by_table)
+        return self._iter_generic(by_table)
+
+    def _read(self, n: int = 1) -> None:
+        self.text_cells += n
+        if self.text_cells > MAX_TEXT_CELLS:
+            raise ValueIndexLimit(f"SearchValue index: more than {MAX_TEXT_CELLS:,} text cells to read "
+                                  "(the limit of one build)")
+
+    def _skip(self, table: str, column: str) -> None:
+        self.skipped += 1
+        if self.skipped > MAX_SKIPPED_CELLS:
+            raise ValueIndexLimit(f"SearchValue index: more than {MAX_SKIPPED_CELLS:,} text cells longer than "
+                                  f"{READ_MAX_BYTES:,} bytes (the limit of one build)")
+        if self.skipped <= 3:
+            log.warning("SearchValue index: a cell of %s.%s is longer than %d bytes and is left out",
+                        table, column, READ_MAX_BYTES)
+
+    def _iter_sqlite(self, path: Path, by_table: dict[str, list[str]]) -> Iterator[tuple[str, str, str, int]]:
+        # One scan per table, counted in Python: much faster than one GROUP BY per column.
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, READ_MAX_BYTES)
+        conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
+        try:
+            for table, cols in by_table.items():
+                yield from self._scan_table(conn, table, cols)
+        finally:
+            conn.close()
+
+    def _scan_table(self, conn: sqlite3.Connection, table: str, cols: list[str]) -> Iterator[
+            tuple[str, str, str, int]]:
+        connector = self.connector
+        qt = connector.quote_table(table)
+        # typeof() reads a cell's type without its content: blobs and numbers are never loaded.
+        exprs = [f"CASE WHEN typeof({q}) = 'text' THEN substr({q}, 1, {MAX_CELL_CHARS}) END"
+                 for q in (connector.quote_ident(c) for c in cols)]
+        counters: list[Counter[str]] = [Counter() for _ in cols]
+        held = 0
+
+        def count(rows: Sequence[Sequence[Any]]) -> None:
+            """Count the text cells of rows shaped (rowid, cell, cell, ...)."""
+            nonlocal held
+            n = 0
+            for row in rows:
+                for i in range(1, len(row)):
+                    v = row[i]
+                    if v.__class__ is str:
+                        n += 1
+                        counter = counters[i - 1]
+                        c = counter.get(v)
+                        if c is None:
+                            held += len(v) + 64
+                            counter[v] = 1
+                        else:
+                            counter[v] = c + 1
+            self._read(n)
+
+        def flush() -> Iterator[tuple[str, str, str, int]]:
+            nonlocal held
             for col, counter in zip(cols, counters, strict=True):
                 for value, n in counter.items():
                     yield table, col, value, n
-    finally:
-        conn.close()
+                counter.clear()
+            held = 0
+
+        rowid = _has_rowid(conn, table, qt)
+        last: int | None = None  # rowid of the last row counted
+        while True:
+            if rowid:
+                sql = (f"SELECT rowid, {', '.join(exprs)} FROM {qt}"
+                       + (" WHERE rowid > ?" if last is not None else "") + " ORDER BY rowid")
+            else:
+                sql = f"SELECT NULL, {', '.join(exprs)} FROM {qt}"
+            try:
+                cursor = conn.execute(sql, () if last is None else (last,))
+                while batch := cursor.fetchmany(_PAGE):
+                    count(batch)
+                    last = batch[-1][0]
+                    if held > _HELD_CHARS:  # counted in parts; build_value_index adds the parts up
+                        self.spilled = True
+                        yield from flush()
+                break
+            except sqlite3.Error as exc:
+                if not _too_big(exc):
+                    # A broken view or table must not stop the whole build; its cells are left out, and said so.
+                    log.warning("SearchValue index: %s skipped, its rows could not be read: %s", table, exc)
+                    return
+                if not rowid:  # a view or WITHOUT ROWID table: no way past the cell, keep what was read
+                    self._skip(table, "?")
+                    log.warning("SearchValue index: the rest of %s is left out (a cell over %d bytes)",
+                                table, READ_MAX_BYTES)
+                    break
+                last, done = self._step_past(conn, table, qt, cols, exprs, last, count)
+                if done:
+                    break
+        yield from flush()
+
+    def _step_past(self, conn: sqlite3.Connection, table: str, qt: str, cols: list[str], exprs: list[str], last: int | None,
+                   count: Any) -> tuple[int | None, bool]:
+        """After a too-long cell stopped a scan: read the next rows one at a time (the driver reads one row
+        ahead, so the row at fault is one of the next two), that row a column at a time, skipping its
+        too-long cells. Returns the last rowid counted and whether the table is done."""
+        for _ in range(2):
+            after = " WHERE rowid > ?" if last is not None else ""
+            found = conn.execute(f"SELECT rowid FROM {qt}{after} ORDER BY rowid LIMIT 1",
+                                 () if last is None else (last,)).fetchone()
+            if found is None:
+                return last, True
+            rid = found[0]
+            try:
+                count(conn.execute(f"SELECT rowid, {', '.join(exprs)} FROM {qt} WHERE rowid = ?", (rid,)).fetchall())
+            except sqlite3.Error as exc:
+                if not _too_big(exc):
+                    raise
+                values: list[Any] = [rid]
+                for col, expr in zip(cols, exprs, strict=True):
+                    try:
+                        values.append(conn.execute(f"SELECT {expr} FROM {qt} WHERE rowid = ?", (rid,)).fetchone()[0])
+                    except sqlite3.Error as cell_exc:
+                        if not _too_big(cell_exc):
+                            raise
+                        values.append(None)
+                        self._skip(table, col)
+                count([values])
+                return rid, False
+            last = rid
+        return last, False
+
+    def _iter_generic(self, by_table: dict[str, list[str]]) -> Iterator[tuple[str, str, str, int]]:
+        # Keyset pagination over GROUP BY: works through the connector's capped internal runner. Cells are
+        # cut on the server and longer ones left out there, so no long value crosses the connection.
+        connector = self.connector
+        run: Any = connector._internal  # type: ignore[attr-defined]
+        for table, cols in by_table.items():
+            qt = connector.quote_table(table)
+            for col in cols:
+                qc = connector.quote_ident(col)
+                last: str | None = None
+                while True:
+                    where = "" if last is None else "WHERE v > %s"
+                    sql = (f"SELECT v, n FROM (SELECT substr(CAST({qc} AS TEXT), 1, {MAX_CELL_CHARS}) AS v, "
+                           f"COUNT(*) AS n FROM {qt} WHERE {qc} IS NOT NULL "
+                           f"AND octet_length(CAST({qc} AS TEXT)) <= {READ_MAX_BYTES} GROUP BY 1) s {where} "
+                           f"ORDER BY v LIMIT {_PAGE}")
+                    try:
+                        rows = run(sql, (last,)) if last is not None else run(sql)
+                    except SQLError:
+                        break
+                    for v, n in rows:
+                        self._read(int(n))
+                        yield table, col, v, int(n)
+                    if len(rows) < _PAGE:
+                        break
+                    last = rows[-1][0]
 
 
-def _iter_generic(connector: Connector, by_table: dict[str, list[str]]) -> Iterator[tuple[str, str, str, int]]:
-    # Keyset pagination over GROUP BY: works through the connector's capped internal runner.
-    run: Any = connector._internal  # type: ignore[attr-defined]
-    for table, cols in by_table.items():
-        qt = connector.quote_table(table)
-        for col in cols:
-            qc = connector.quote_ident(col)
-            last: str | None = None
-            while True:
-                where = "" if last is None else "WHERE v > %s"
-                sql = (f"SELECT v, n FROM (SELECT CAST({qc} AS TEXT) AS v, COUNT(*) AS n FROM {qt} "
-                       f"WHERE {qc} IS NOT NULL GROUP BY 1) s {where} ORDER BY v LIMIT {_PAGE}")
-                try:
-                    rows = run(sql, (last,)) if last is not None else run(sql)
-                except SQLError:
-                    break
-                for v, n in rows:
-                    yield table, col, v, int(n)
-                if len(rows) < _PAGE:
-                    break
-                last = rows[-1][0]
+def _has_rowid(conn: sqlite3.Connection, table: str, qt: str) -> bool:
+    """A table with a rowid (not a view, not WITHOUT ROWID): its scan can resume past a row."""
+    kind = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    if kind is None or kind[0] != "table":
+        return False
+    try:
+        conn.execute(f"SELECT rowid FROM {qt} LIMIT 0")
+    except sqlite3.Error:
+        return False
+    return True
+
+
+def _too_big(exc: sqlite3.Error) -> bool:
+    return "too big" in str(exc)
+
+
+def iter_cells(connector: Connector, schema: SchemaInfo) -> CellSource:
+    """(table, column, value, count) for every distinct non-empty text cell, read within the build's limits."""
+    return CellSource(connector, schema)
 
 
 # --- building ----------------------------------------------------------------
@@ -173,7 +321,7 @@ def build_value_index(cells: Iterable[tuple[str, str, str, int]], path: Path, *,
         CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
     """)
     col_ids: dict[tuple[str, str], int] = {}
-    text_cells = 0
+    text_cells = added = 0
     batch: list[tuple[int, str, str, int]] = []
     for table, column, value, n in cells:
         value = value.strip("\x00")
@@ -187,11 +335,24 @@ def build_value_index(cells: Iterable[tuple[str, str, str, int]], path: Path, *,
         text_cells += n
         stored = value[:MAX_CELL_CHARS]
         batch.append((col_id, stored, n, _hash(fold(stored))))
+        added += 1
+        if added > MAX_INDEX_CELLS:
+            conn.close()
+            raise ValueIndexLimit(f"SearchValue index: more than {MAX_INDEX_CELLS:,} distinct text values "
+                                  "(per column) to index (the limit of one build)")
         if len(batch) >= _PAGE:
             conn.executemany("INSERT INTO cells(col_id, value, n, h) VALUES (?, ?, ?, ?)", batch)
             batch.clear()
     if batch:
         conn.executemany("INSERT INTO cells(col_id, value, n, h) VALUES (?, ?, ?, ?)", batch)
+    if getattr(cells, "spilled", False):  # a table counted in parts: one row per (column, value), counts added
+        conn.executescript("""
+            CREATE TEMP TABLE merged AS SELECT MIN(id) AS id, col_id, value, SUM(n) AS n, h FROM cells
+                GROUP BY col_id, value;
+            DELETE FROM cells;
+            INSERT INTO cells(id, col_id, value, n, h) SELECT id, col_id, value, n, h FROM merged ORDER BY id;
+            DROP TABLE merged;
+        """)
     conn.execute("INSERT INTO cells_fts(cells_fts) VALUES ('rebuild')")
     conn.execute("CREATE INDEX cells_h ON cells(h)")
     conn.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, cells_fts, 'row')")
@@ -204,7 +365,7 @@ def build_value_index(cells: Iterable[tuple[str, str, str, int]], path: Path, *,
     conn.commit()
     conn.execute("VACUUM")
     conn.close()
-    return ValueIndexStats(len(col_ids), n_cells, text_cells, n_terms)
+    return ValueIndexStats(len(col_ids), n_cells, text_cells, n_terms, getattr(cells, "skipped", 0))
 
 
 def _deletions(conn: sqlite3.Connection) -> Iterator[tuple[str, int]]:

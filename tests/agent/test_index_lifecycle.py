@@ -46,3 +46,15 @@ def test_index_build_failure_is_reported_on_the_database(chinook_copy, settings,
     db = services.database_register(name="music", location=str(chinook_copy), refresh="sync")
     assert db.status == Database.Status.READY  # the schema is fine
     assert db.index_status == Database.IndexStatus.FAILED and db.index_error
+
+
+def test_a_target_past_the_value_index_limits_shows_why_on_the_database_page(user_client, user, chinook_copy, grant,
+                                                                              monkeypatch):
+    from agent.tools import value_index
+
+    monkeypatch.setattr(value_index, "MAX_INDEX_CELLS", 100)  # chinook has about 12,000 distinct text values
+    db = grant(services.database_register(name="music", location=str(chinook_copy), refresh="sync"), user)
+    assert db.status == Database.Status.READY and db.index_status == Database.IndexStatus.FAILED
+    assert "more than 100 distinct text values (per column) to index (the limit of one build)" in db.index_error
+    html = user_client.get(db.get_absolute_url()).content.decode()
+    assert "more than 100 distinct text values" in html
