@@ -103,3 +103,28 @@ def test_deleting_a_run_replaces_the_labels_version_once_not_once_per_label(tiny
     monkeypatch.setattr(services, "_new_labels_version", lambda: (calls.append(1), real()))
     tiny_run.delete()  # 36 labels cascade, each with its post_delete
     assert len(calls) == 1 and selectors.labels_version() != before
+
+
+def test_queue_list_progress_is_cached_and_follows_labels_and_evaluation(tiny_run, annotators):
+    from django.utils import timezone
+
+    from annotations.labels import services
+
+    alice, bob, _carol = annotators
+    version = selectors.default_taxonomy_version()
+    queue = Queue.objects.create(name="all", run=tiny_run, taxonomy_version=version)
+    failures = list(selectors.run_failures(run=tiny_run))
+
+    def progress(user):
+        return selectors.queues_progress(queues=list(Queue.objects.select_related("run")), user=user)[queue.pk]
+
+    assert progress(alice) == {"total": 4, "labelled": 0, "mine": 0, "percent": 0}
+    services.label_toggle(item=failures[0], category=version.categories.first(), user=alice)
+    assert progress(alice) == {"total": 4, "labelled": 1, "mine": 1, "percent": 25}
+    assert progress(bob) == {"total": 4, "labelled": 1, "mine": 0, "percent": 25}
+    failures[1].ex = True  # a re-evaluation finds one failure right after all
+    failures[1].save()
+    assert progress(alice)["total"] == 4  # cached under the run's evaluation
+    tiny_run.evaluated_at = timezone.now()
+    tiny_run.save()
+    assert progress(alice) == {"total": 3, "labelled": 1, "mine": 1, "percent": 33}
