@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from agent.conf import agent_settings
 from agent.models import Database, DatabaseGrant, ImportJob, name_validator
+from agent.sql.base import human_bytes
 from agent.textclean import clean_text
 
 from . import locations
@@ -40,14 +41,10 @@ MAX_ARCHIVE_MEMBERS = 100_000
 _JUNK = ("__MACOSX/", ".DS_Store")
 
 
-def human_size(n: int) -> str:
-    return f"{n / (1024 * 1024):.0f} MB" if n >= 1024 * 1024 else f"{n / 1024:.0f} KB" if n >= 1024 else f"{n} B"
-
-
 def too_large(size: int, limit: int, what: str) -> str | None:
     """The refusal for an upload of ``size`` bytes, or None when it fits."""
     if size > limit:
-        return f"The {what} is {human_size(size)}; at most {human_size(limit)} is accepted."
+        return f"The {what} is {human_bytes(size)}; at most {human_bytes(limit)} is accepted."
     return None
 
 
@@ -76,7 +73,7 @@ def store_upload(chunks: Iterable[bytes], target: Path, *, limit: int, what: str
             for chunk in chunks:
                 written += len(chunk)
                 if written > limit:
-                    raise ValidationError(f"The {what} is larger than {human_size(limit)}, the most accepted.")
+                    raise ValidationError(f"The {what} is larger than {human_bytes(limit)}, the most accepted.")
                 out.write(chunk)
     except BaseException:
         target.unlink(missing_ok=True)
@@ -174,7 +171,7 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int,
             raise ValidationError(f"The archive holds {len(members)} files; at most {MAX_ARCHIVE_MEMBERS}.")
         declared = sum(i.file_size for i in members)
         if declared > max_bytes:
-            raise ValidationError(f"The archive unpacks to {human_size(declared)}; at most {human_size(max_bytes)}.")
+            raise ValidationError(f"The archive unpacks to {human_bytes(declared)}; at most {human_bytes(max_bytes)}.")
         root = dest.resolve()
         written = 0
         for info in members:
@@ -192,7 +189,7 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int,
                     while chunk := src.read(CHUNK):
                         written += len(chunk)
                         if written > max_bytes:
-                            raise ValidationError(f"The archive unpacks to more than {human_size(max_bytes)}.")
+                            raise ValidationError(f"The archive unpacks to more than {human_bytes(max_bytes)}.")
                         out.write(chunk)
                         if progress:
                             progress(written, declared)

@@ -263,7 +263,9 @@ def row_size(row: tuple[Any, ...]) -> int:
 
 
 def human_bytes(n: int) -> str:
-    """``2 MB``, ``16 KB``, ``900 bytes``: how limits are named in messages."""
+    """``2 MB``, ``16 KB``, ``900 bytes``, ``1 GB``: how limits and sizes are named in messages."""
+    if n >= 1000 * 1024 * 1024:  # 1024 MB would print as 1.02e+03 MB
+        return f"{n / (1024 * 1024 * 1024):.3g} GB"
     if n >= 1024 * 1024:
         return f"{n / (1024 * 1024):.3g} MB"
     if n >= 1024:

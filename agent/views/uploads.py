@@ -11,6 +11,7 @@ from agent import policies
 from agent.conf import agent_settings
 from agent.forms import DatabaseUploadForm, add_service_errors
 from agent.services import uploads
+from agent.sql.base import human_bytes
 
 # Multipart overhead beyond the file itself (form fields, boundaries).
 REQUEST_SLACK = 1024 * 1024
@@ -42,7 +43,7 @@ def database_upload(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Uploaded {database.name}; its schema and tool indexes are being built.")
             return redirect(database)
     return render(request, "agent/database_upload.html", {"form": form, "refusal": refusal,
-                                                         "limit": uploads.human_size(limit)},
+                                                         "limit": human_bytes(limit)},
                   status=413 if refusal else 200)
 
 

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from agent.conf import agent_settings
 from agent.forms import add_service_errors
 from agent.services import sessions as session_services
-from agent.services.uploads import human_size
+from agent.sql.base import human_bytes
 from agent.textclean import csv_writer
 from agent.views.uploads import request_too_large
 from annotations import policies
@@ -45,7 +45,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
     return render(request, "annotations/runs/dataset_list.html",
                   {"datasets": policies.visible_datasets(request.user).annotate(run_count=Count("runs")), "form": form,
                    "refusal": refusal,
-                   "limit": human_size(agent_settings.UPLOAD_MAX_DATASET_BYTES),
+                   "limit": human_bytes(agent_settings.UPLOAD_MAX_DATASET_BYTES),
                    "can_import": policies.can_import_datasets(request.user)},
                   status=413 if refusal else 200)
 

@@ -92,7 +92,7 @@ def test_a_bad_exemplar_in_the_middle_of_a_large_file_imports_nothing(tmp_path):
 def test_a_file_past_the_upload_limit_is_refused_by_the_command_too(tmp_path):
     path = write_export(tmp_path / "ok.json", (exemplar(i) for i in range(20)))
     count = Exemplar.objects.count()
-    with override_settings(T2S={**settings.T2S, "UPLOAD_MAX_EXEMPLAR_BYTES": 2_000}), \
+    with override_settings(T2S={**settings.T2S, "UPLOAD_MAX_EXEMPLAR_BYTES": 2_048}), \
             pytest.raises(CommandError, match="at most 2 KB is accepted"):
         call_command("import_exemplars", str(path), "--format", "json", stdout=StringIO())
     assert Exemplar.objects.count() == count
