@@ -328,3 +328,21 @@ def test_api_lists_of_datasets_runs_queues_and_exemplars_queries_do_not_grow(use
     exemplars(2)
     for url in ("/api/exemplars/", "/api/exemplar-sets/", "/api/exemplar-set-versions/"):
         assert_flat(user_client, url, lambda: exemplars(18), django_assert_max_num_queries)
+
+
+def test_run_page_reads_a_finished_runs_agent_figures_from_the_dataset_pages_cache(user, world):
+    from django.core.cache import cache
+
+    from annotations.runs import selectors as run_selectors
+
+    run = add_runs(world, 1, with_sessions=True, user=user)[0]
+    for item in run.items.all():
+        Turn.objects.bulk_create([Turn(session_id=item.session_id, index=k, prompt=[], completion="x",
+                                       prompt_tokens=100 * (k + 1), completion_tokens=10, cost=0.01) for k in range(2)])
+    computed = run_selectors.run_agent_figures(run=run)
+    assert computed["cases"] == 3 and computed["per_call"]["calls"] == 6
+    cache.clear()
+    (row,) = run_selectors.dataset_run_table(dataset=run.dataset)
+    with CaptureQueriesContext(connection) as queries:
+        cached = run_selectors.run_agent_figures(run=run)
+    assert cached == row["agent"] == computed and len(queries) == 0

@@ -39,15 +39,24 @@ def _ordered(mapping: dict[str, dict], order: Sequence[str]) -> list[dict[str, A
 
 def run_agent_figures(*, run: Run) -> dict[str, Any] | None:
     """Rounds, LLM calls, tokens, cost and time per case, and tokens and cost per LLM call (the paper's Table 8
-    reports rounds and cost per case but tokens per call: a case costs several calls)."""
+    reports rounds and cost per case but tokens per call: a case costs several calls).
+
+    A finished run's come from the cache the dataset page fills (``dataset_run_table``), under the same key."""
+    key = _figures_key(run)
+    cached = cache.get(key) if key else None
+    if cached is not None:
+        return cached["figures"]
     items = run.items.filter(session__isnull=False)
     agg = items.aggregate(**_AGENT_AGGREGATES)
-    if not agg["cases"]:
-        return None
-    # An LLM call is a turn with a completion (a failed call has none and spent nothing).
-    per_call = Turn.objects.filter(session_id__in=items.values("session_id"), completion__isnull=False).aggregate(
-        **_CALL_AGGREGATES)
-    return _agent_figures(agg, per_call)
+    figures = None
+    if agg["cases"]:
+        # An LLM call is a turn with a completion (a failed call has none and spent nothing).
+        per_call = Turn.objects.filter(session_id__in=items.values("session_id"),
+                                       completion__isnull=False).aggregate(**_CALL_AGGREGATES)
+        figures = _agent_figures(agg, per_call)
+    if key:
+        cache.set(key, {"figures": figures}, timeout=7 * 24 * 3600)
+    return figures
 
 
 _AGENT_AGGREGATES = {
@@ -159,9 +168,11 @@ def dataset_run_table(*, dataset) -> list[dict[str, Any]]:
         calls = {row.pop("run_id"): row for row in (
             Turn.objects.filter(session__run_items__run_id__in=missing, completion__isnull=False).order_by()
             .values(run_id=F("session__run_items__run_id")).annotate(**_CALL_AGGREGATES))}
-        fresh = {row["run_id"]: _agent_figures(row, calls.get(row["run_id"], {})) for row in (
-            RunItem.objects.filter(run_id__in=missing, session__isnull=False).order_by().values("run_id")
-            .annotate(**_AGENT_AGGREGATES))}
+        fresh = {}
+        for row in (RunItem.objects.filter(run_id__in=missing, session__isnull=False).order_by().values("run_id")
+                    .annotate(**_AGENT_AGGREGATES)):
+            run_id = row.pop("run_id")  # the figures are those run_agent_figures gives, under the same key
+            fresh[run_id] = _agent_figures(row, calls.get(run_id, {}))
         cache.set_many({keys[pk]: {"figures": fresh.get(pk)} for pk in missing if keys[pk]}, timeout=7 * 24 * 3600)
         figures.update({pk: fresh.get(pk) for pk in missing})
     return [{"run": run, "totals": run.totals or {}, "agent": figures.get(run.pk)} for run in runs]
