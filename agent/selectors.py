@@ -87,6 +87,17 @@ def session_list(*, viewer, database=None, status: str | None = None, since=None
     return qs
 
 
+# What a row of a sessions table does not show: the result preview, the config snapshot, the SQL and the error of
+# every session, and each row's database's schema and index manifest (tens of KB each for a real database).
+SESSION_ROW_DEFERRED = ("config", "result", "final_sql", "error", "evidence", "database__schema",
+                        "database__index_manifest", "database__column_descriptions", "database__foreign_key_patches")
+
+
+def session_rows(qs):
+    """``qs`` (a ``session_list``) without the columns a sessions table does not show."""
+    return qs.defer(*SESSION_ROW_DEFERRED)
+
+
 def session_page(qs, *, sort: str = DEFAULT_SESSION_SORT, cursor: str | None = None, size: int = 30,
                  count: bool = True) -> KeysetPage:
     """One page of ``qs`` in the order ``sort`` names (see SESSION_SORTS), by keyset: deep pages cost what the

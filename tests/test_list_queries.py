@@ -81,6 +81,20 @@ def test_sessions_list_queries_do_not_grow(user_client, user, world, django_asse
     assert response.content.decode().count('<tr>') == 20 + 1  # header row + every session (page of 30)
 
 
+def test_sessions_tables_do_not_read_results_configs_or_schemas(user_client, user, world):
+    add_sessions(world, user, 3)
+    for url in (reverse("session_list"), reverse("ask")):
+        with CaptureQueriesContext(connection) as queries:
+            assert user_client.get(url).status_code == 200
+        rows = [q["sql"] for q in queries.captured_queries if 'FROM "agent_agentsession"' in q["sql"]
+                and '"agent_agentsession"."question"' in q["sql"]]
+        assert rows, url
+        for sql in rows:
+            for column in ('"agent_agentsession"."result"', '"agent_agentsession"."config"', '"agent_database"."schema"',
+                           '"agent_database"."index_manifest"'):
+                assert column not in sql, (url, column)
+
+
 def test_sessions_deep_page_queries_do_not_grow(user_client, user, world, django_assert_max_num_queries):
     from agent import selectors
 

@@ -37,7 +37,7 @@ def ask(request: HttpRequest) -> HttpResponse:
             preferences.ask_preference_remember(user=request.user, database=form.cleaned_data["database"],
                                                 strategy=form.cleaned_data["strategy"])
             return redirect(session)
-    recent = selectors.session_list(viewer=request.user, user=request.user)[:8]
+    recent = selectors.session_rows(selectors.session_list(viewer=request.user, user=request.user))[:8]
     strategies = [(name, STRATEGY_LABELS.get(name, name), getattr(cls, "substitutions", ""))
                   for name, cls in STRATEGIES.items()]
     return render(request, "agent/ask.html", {"form": form, "endpoint": endpoint, "recent": recent,
@@ -53,7 +53,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
     qs = selectors.session_list(viewer=request.user, **{k: v for k, v in criteria.items() if v})
     sort = request.GET.get("sort", "")
     sort = sort if sort in selectors.SESSION_SORTS else selectors.DEFAULT_SESSION_SORT
-    page = selectors.session_page(qs, sort=sort, cursor=request.GET.get("cursor"))
+    page = selectors.session_page(selectors.session_rows(qs), sort=sort, cursor=request.GET.get("cursor"))
     query = request.GET.copy()
     for key in ("cursor", "page", "sort"):
         query.pop(key, None)
