@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -88,11 +89,21 @@ class ReviewSerializer(serializers.Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, default="")
 
 
+class ExemplarCursorPagination(CursorPagination):
+    """Newest first, by cursor (``next``/``previous`` carry the position). ``?page_size=`` up to 200."""
+
+    ordering = ("-id",)
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
 class ExemplarViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                       viewsets.GenericViewSet):
     """Exemplars (few-shot trajectories): write one, add steps run with the real tools, submit, review.
     Filter the list with ``?state=approved``."""
 
+    pagination_class = ExemplarCursorPagination
     permission_classes = [IsAuthenticated, PolicyPermission]
     write_policies = {"create": policies.can_author_exemplars, "steps": policies.can_author_exemplars,
                       "submit": policies.can_author_exemplars, "review": policies.can_review_exemplars}

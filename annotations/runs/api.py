@@ -9,6 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.pagination import CursorPagination, LimitOffsetPagination
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -42,7 +43,7 @@ class QuestionSerializer(serializers.ModelSerializer):
 
 
 def paginated(name: str, serializer: type[serializers.Serializer]):
-    """The schema of a paginated list answered by a detail action (limit/offset, as the list routes)."""
+    """The schema of a paginated list answered by a detail action (limit/offset: bounded by a dataset's size)."""
     return inline_serializer(name, {"count": serializers.IntegerField(),
                                     "next": serializers.URLField(allow_null=True),
                                     "previous": serializers.URLField(allow_null=True),
@@ -226,12 +227,23 @@ class RunCreateSerializer(serializers.Serializer):
         self.fields["dataset"].queryset = policies.visible_datasets(request.user if request else None)
 
 
+class RunCursorPagination(CursorPagination):
+    """Newest first, by cursor (``next``/``previous`` carry the position: a deep page costs what the first does).
+    ``?page_size=`` up to 200."""
+
+    ordering = ("-created_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                  viewsets.GenericViewSet):
     """Runs: launch one of our strategies over a dataset, follow it, read its items, compare two, cancel or resume.
     Filter the list with ``?dataset=<name>``."""
 
     serializer_class = RunSerializer
+    pagination_class = RunCursorPagination
     permission_classes = [IsAuthenticated, PolicyPermission]
     write_policies = {"create": policies.can_launch_runs, "cancel": policies.can_launch_runs,
                       "resume": policies.can_launch_runs, "missing": policies.can_upload_predictions}
@@ -258,7 +270,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
                                OpenApiParameter("db_id", str), OpenApiParameter("limit", int),
                                OpenApiParameter("offset", int)],
                    responses={200: paginated("PaginatedRunItemList", RunItemSerializer)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=LimitOffsetPagination)  # bounded by the dataset's size
     def items(self, request: Request, pk: str | None = None) -> Response:
         """Per-question results (paginated), with the filters of the run page."""
         run = self.get_object()
