@@ -306,7 +306,7 @@ def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint
             llm_endpoint=endpoint if endpoint.pk else None, queued_at=now, billed_to=billed_to))
         rows.append(session)
         out.append(session)
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # a run's pass calls this in its own transaction: no savepoint
         AgentSession.objects.bulk_create(rows)
         for session in rows:
             session_enqueue(session=session)

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Count, Min, Q, Sum
+from django.db.models import Count, Max, Min, Q, Subquery, Sum
 from django.utils import timezone
 
 from agent import services as agent_services
@@ -539,50 +539,45 @@ def run_dispatch(*, run: Run) -> bool:
     and writes in bulk. The run's row is locked for the pass, so two dispatchers of one run (a poll and a
     finished session, in any workers) never start more than the concurrency.
     """
-    return _dispatch(run.pk, wait=True, batched=False)
+    return _dispatch(run.pk, wait=True)
 
 
-# A finished session fills its slot only once this share of the run's concurrency is free (1 slot up to a
-# concurrency of 15, 2 at 16, 8 at 64): a pass then starts several sessions for about the cost of one, and
-# at most this many slots wait for the next finishing session. The last sessions of a run always pass.
+# A finished session fills its slot only once this share of the slots its run holds is free (1 slot up to
+# 15 held, 2 at 16, 8 at 64): a pass then starts several sessions for about the cost of one, and at most
+# that many slots wait for the next finishing session. The last session in flight always passes.
 DISPATCH_BATCH_SHARE = 8
 
 
-def _dispatch(run_id: int, *, wait: bool, batched: bool) -> bool:
+def _dispatch(run_id: int, *, wait: bool) -> bool:
     """Passes over the run until no finished session is left behind by a pass that skipped its own.
 
     ``wait=False`` (a finished session): when another thread or worker holds the run for a pass, return at
-    once instead of queueing up behind it. The holder counts the finished, uncollected sessions once its
-    pass has committed, and passes again when there are more than it left on purpose: a session whose own
-    pass was skipped had committed its end before trying the lock, so that count sees it.
+    once instead of queueing up behind it. The holder looks for finished, uncollected sessions once its
+    pass has committed, and passes again if there are any: a session whose own pass was skipped had
+    committed its end before trying the lock, so that look sees it.
     """
     while True:
-        outcome = _dispatch_pass(run_id, skip_locked=not wait, batched=batched)
-        if outcome is None:
+        more = _dispatch_pass(run_id, skip_locked=not wait)
+        if more is None:
             return True  # another dispatcher holds the run; it looks again after its pass
-        more, left_behind = outcome
         if not more or not connection.features.has_select_for_update_skip_locked:
             return more  # without SKIP LOCKED (SQLite) nobody skipped: every finished session waited its turn
-        if _finished_uncollected(run_id).count() <= left_behind:
+        if not RunItem.objects.filter(run_id=run_id, predicted_sql="", prediction_note="", session__isnull=False) \
+                .exclude(session__status__in=UNFINISHED_SESSION).exists():
             return more
         wait = False
 
 
-def _finished_uncollected(run_id: int):
-    return RunItem.objects.filter(run_id=run_id, predicted_sql="", prediction_note="", session__isnull=False) \
-        .exclude(session__status__in=UNFINISHED_SESSION).order_by()
-
-
-def _dispatch_pass(run_id: int, *, skip_locked: bool, batched: bool) -> tuple[bool, int] | None:
-    """One pass under the run's lock: (work still in flight, finished sessions left for a later pass), or None
-    when ``skip_locked`` found the run held by another dispatcher."""
+def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
+    """One pass under the run's lock: whether work is still in flight; None when ``skip_locked`` found the
+    run held by another dispatcher."""
     with transaction.atomic():
         run = Run.objects.select_for_update(of=("self",), skip_locked=skip_locked).select_related("created_by") \
             .only("pk", "status", "strategy", "config", "dispatched_at", "created_by").filter(pk=run_id).first()
         if run is None:
-            return None if skip_locked and Run.objects.filter(pk=run_id).exists() else (False, 0)
+            return None if skip_locked and Run.objects.filter(pk=run_id).exists() else False
         if run.status != Run.Status.RUNNING:
-            return False, 0
+            return False
         now = timezone.now()
         if run.dispatched_at is None or now - run.dispatched_at > timedelta(seconds=1):
             # What the revival sweep reads; at most one write a second however often sessions finish.
@@ -593,31 +588,30 @@ def _dispatch_pass(run_id: int, *, skip_locked: bool, batched: bool) -> tuple[bo
         in_flight = list(items.filter(session__isnull=False).select_related("session").only(
             "pk", "run_id", "session__status", "session__final_sql"))
         done = [i for i in in_flight if i.session.status not in UNFINISHED_SESSION]
-        active = len(in_flight) - len(done)
-        concurrency = run.config.get("max_concurrency", DEFAULT_RUN_CONCURRENCY)
-        if batched and active and len(done) < max(1, concurrency // DISPATCH_BATCH_SHARE):
-            return True, len(done)  # the next session to finish (or the poll) collects these with its own
         for item in done:
             item.predicted_sql = item.session.final_sql
             item.prediction_note = "" if item.session.final_sql else f"agent: {item.session.get_status_display()}"
-        RunItem.objects.bulk_update(done, ["predicted_sql", "prediction_note"])
+        active = len(in_flight) - len(done)
         waiting = items.filter(session__isnull=True, question__database__isnull=False)
         cap = run.config.get("spend_cap")
         if cap is not None:
             spent = run.items.filter(session__isnull=False).aggregate(s=Sum("session__cost"))["s"] or 0
             if spent >= cap:
                 waiting.update(prediction_note=f"not run: spend cap ${cap:g} reached")
-        capacity = max(0, concurrency - active)
-        started = 0
+        capacity = max(0, run.config.get("max_concurrency", DEFAULT_RUN_CONCURRENCY) - active)
+        started: list[RunItem] = []
+        refused: list[RunItem] = []
         if capacity:
             # Items were created in question order, so the primary key is that order (and the index's).
-            started = _start_sessions(run, list(
+            started, refused = _start_sessions(run, list(
                 waiting.exclude(_PREPARING_ITEM).select_related("question__database")
                 .defer(*_DEFERRED).order_by("pk")[:capacity]))
-        if active + started or waiting.exists():
-            return True, 0
+        # The collected, the started and the refused items in one UPDATE.
+        RunItem.objects.bulk_update(done + started + refused, ["predicted_sql", "prediction_note", "session"])
+        if active + len(started) or waiting.exists():
+            return True
         run_evaluate_queue(run=run)
-    return False, 0
+    return False
 
 
 # JSON and long text columns the dispatcher never needs (a database's schema is tens of kB).
@@ -626,10 +620,11 @@ _DEFERRED = ("question__database__schema", "question__database__index_manifest",
              "question__database__status_message", "question__database__index_error")
 
 
-def _start_sessions(run: Run, items: list[RunItem]) -> int:
-    """A session for each item (in the caller's transaction: queued once it commits); the number started."""
+def _start_sessions(run: Run, items: list[RunItem]) -> tuple[list[RunItem], list[RunItem]]:
+    """A session for each item (in the caller's transaction: queued once it commits): the items started and
+    those refused (with the reason as their note), for the caller to write."""
     if not items:
-        return 0
+        return [], []
     version_id = run.config.get("exemplar_set_version")
     version = _version_few_shot(version_id) if version_id else None
     example_pool = None
@@ -660,16 +655,23 @@ def _start_sessions(run: Run, items: list[RunItem]) -> int:
         else:
             item.session = outcome
             started.append(item)
-    RunItem.objects.bulk_update(started, ["session"])
-    RunItem.objects.bulk_update(refused, ["prediction_note"])
-    return len(started)
+    return started, refused
 
 
 def run_session_finished(*, session_id: int) -> None:
-    """A session ended: if it belongs to a running run, collect it and fill its slot at once."""
-    run_id = RunItem.objects.filter(session_id=session_id).values_list("run_id", flat=True).first()
-    if run_id is not None:
-        _dispatch(run_id, wait=False, batched=True)
+    """A session ended: if it belongs to a running run, collect it and fill its slot, once a few are free."""
+    # One read, without the run's lock: the session's run and that run's sessions not yet collected. Each
+    # finished session committed its end before this read, so the last of several finishing at once counts
+    # them all: a batch is never left waiting for a session that has already finished.
+    counts = RunItem.objects.filter(
+        run_id=Subquery(RunItem.objects.filter(session_id=session_id).values("run_id")[:1]),
+        predicted_sql="", prediction_note="", session__isnull=False).order_by().aggregate(
+        run_id=Max("run_id"), held=Count("pk"), finished=Count("pk", filter=~Q(session__status__in=UNFINISHED_SESSION)))
+    if counts["run_id"] is None:
+        return  # not a run's session, or a pass has collected it already
+    if counts["finished"] < counts["held"] and counts["finished"] < max(1, counts["held"] // DISPATCH_BATCH_SHARE):
+        return  # the next session to finish (or the poll) collects it with its own
+    _dispatch(counts["run_id"], wait=False)
 
 
 def runs_revive_dispatch(*, idle_s: float = 30) -> list[int]:
