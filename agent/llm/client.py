@@ -29,6 +29,7 @@ from .types import Completion, LLMError, Message, MessagesLike
 PAPER_STOP: tuple[str, ...] = ("\nObservation", "\nThought")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+KEEPALIVE_CONNECTIONS = 256  # idle connections kept per client (one client per endpoint in a worker)
 _NO_KEY = "not-needed"
 _RETRYABLE_STATUS = {408, 409, 425, 429}
 
@@ -109,7 +110,14 @@ class LLMClient:
         # A local server usually needs no key; some clients' conventions expect a bearer all the same.
         headers = {"Authorization": f"Bearer {settings.resolve_api_key() or _NO_KEY}"}
         self._url = (settings.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        self._http = httpx2.Client(headers=headers, timeout=settings.timeout_s, follow_redirects=False)
+        # A connection per call in flight, kept open between calls. httpx's default pool keeps 20: with 64
+        # sessions at once, 44 connections were closed and opened again at every round (a TCP handshake, and
+        # on HTTPS a TLS one, of a few ms of CPU each), and a burst of new connections can overflow a
+        # server's accept queue (a dropped SYN is retried after 1 s).
+        limits = httpx2.Limits(max_connections=settings.max_concurrent,
+                               max_keepalive_connections=settings.max_concurrent or KEEPALIVE_CONNECTIONS)
+        self._http = httpx2.Client(headers=headers, timeout=settings.timeout_s, follow_redirects=False,
+                                   limits=limits)
         self._slots = threading.BoundedSemaphore(settings.max_concurrent) if settings.max_concurrent else None
 
     def with_settings(self, **changes: Any) -> LLMClient:

@@ -56,6 +56,7 @@ class RecordedRequest:
     step_index: int | None  # position in that script, None when the script was exhausted
     received_at: float
     headers: dict[str, str] = field(default_factory=dict)  # names lower-cased
+    peer: str = ""  # the client's address and port: one per connection (keep-alive reuses it)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -105,6 +106,12 @@ def deterministic_embedding(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
     return [v / norm for v in values]
 
 
+class _Server(ThreadingHTTPServer):
+    # An LLM endpoint takes a burst of connections (64 sessions calling at once); the standard library's
+    # accept queue of 5 can drop some, and a dropped SYN comes back 1 s later, as with no real endpoint.
+    request_queue_size = 256
+
+
 class ReplayServer:
     """Start with ``with ReplayServer(script) as server:``; point a client at ``server.url``."""
 
@@ -112,7 +119,7 @@ class ReplayServer:
                  port: int = 0, model: str = "replay-model") -> None:
         scripts, default = _normalise(script)
         self._state = _State(scripts=scripts, default=default, model=model)
-        self._httpd = ThreadingHTTPServer((host, port), _Handler)
+        self._httpd = _Server((host, port), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.state = self._state  # type: ignore[attr-defined]
         self._thread: threading.Thread | None = None
@@ -239,7 +246,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _record(self, path: str, body: dict[str, Any], key: str | None, index: int | None) -> None:
         with self.state.lock:
-            self.state.requests.append(RecordedRequest(path, body, key, index, time.time(), self._headers()))
+            self.state.requests.append(RecordedRequest(path, body, key, index, time.time(), self._headers(),
+                                                       f"{self.client_address[0]}:{self.client_address[1]}"))
 
     def _headers(self) -> dict[str, str]:
         return {k.lower(): v for k, v in self.headers.items()}
@@ -273,7 +281,8 @@ class _Handler(BaseHTTPRequestHandler):
                 script.cursor += 1
             else:
                 index, step = None, None
-            state.requests.append(RecordedRequest(path, body, key, index, time.time(), self._headers()))
+            state.requests.append(RecordedRequest(path, body, key, index, time.time(), self._headers(),
+                                                       f"{self.client_address[0]}:{self.client_address[1]}"))
         if step is None:
             self._json(400, _error(f"replay script exhausted (script {key!r})", "invalid_request_error"))
             return

@@ -191,3 +191,29 @@ def test_with_settings_points_at_another_endpoint() -> None:
     with ReplayServer(["from b"]) as b:
         client = LLMClient(LLMSettings(base_url="http://127.0.0.1:9/v1", model="replay-model"))
         assert client.with_settings(base_url=b.url).complete(MESSAGES).text == "from b"
+
+
+def test_concurrent_calls_keep_their_connections_open_for_the_next_round() -> None:
+    # 40 sessions calling at once, round after round (a run at concurrency 40): the second round reuses the
+    # first round's connections instead of opening (on HTTPS: handshaking) new ones. httpx's default pool
+    # kept only 20 of them open.
+    import threading
+
+    n = 40
+    with ReplayServer([{"text": "ok", "latency_ms": 200}] * (2 * n)) as server:
+        client = make_client(server)
+        for _ in range(2):
+            barrier = threading.Barrier(n)
+
+            def call() -> None:
+                barrier.wait()
+                client.complete(MESSAGES)
+
+            threads = [threading.Thread(target=call) for _ in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+        peers = {r.peer for r in server.requests}
+    assert len(server.requests) == 2 * n
+    assert len(peers) == n
