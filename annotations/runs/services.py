@@ -552,9 +552,9 @@ def _dispatch(run_id: int, *, wait: bool) -> bool:
     """Passes over the run until no finished session is left behind by a pass that skipped its own.
 
     ``wait=False`` (a finished session): when another thread or worker holds the run for a pass, return at
-    once instead of queueing up behind it. The holder looks for finished, uncollected sessions once its
-    pass has committed, and passes again if there are any: a session whose own pass was skipped had
-    committed its end before trying the lock, so that look sees it.
+    once instead of queueing up behind it. The holder looks again once its pass has committed, with the same
+    rule as a finished session (``_needs_pass``), and passes again if a batch is waiting: a session whose own
+    pass was skipped had committed its end before trying the lock, so that look sees it.
     """
     while True:
         more = _dispatch_pass(run_id, skip_locked=not wait)
@@ -562,10 +562,23 @@ def _dispatch(run_id: int, *, wait: bool) -> bool:
             return True  # another dispatcher holds the run; it looks again after its pass
         if not more or not connection.features.has_select_for_update_skip_locked:
             return more  # without SKIP LOCKED (SQLite) nobody skipped: every finished session waited its turn
-        if not RunItem.objects.filter(run_id=run_id, predicted_sql="", prediction_note="", session__isnull=False) \
-                .exclude(session__status__in=UNFINISHED_SESSION).exists():
+        if _needs_pass(run_id=run_id) is None:
             return more
         wait = False
+
+
+def _needs_pass(*, run_id: int | None = None, session_id: int | None = None) -> int | None:
+    """The run (given, or the session's) when its finished, uncollected sessions make a batch (or are all it
+    holds), else None. One read, without the run's lock."""
+    run = run_id if run_id is not None else Subquery(
+        RunItem.objects.filter(session_id=session_id).values("run_id")[:1])
+    counts = RunItem.objects.filter(run_id=run, predicted_sql="", prediction_note="", session__isnull=False) \
+        .order_by().aggregate(run_id=Max("run_id"), held=Count("pk"),
+                              finished=Count("pk", filter=~Q(session__status__in=UNFINISHED_SESSION)))
+    finished, held = counts["finished"], counts["held"]
+    if not finished or (finished < held and finished < max(1, held // DISPATCH_BATCH_SHARE)):
+        return None
+    return counts["run_id"]
 
 
 def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
@@ -660,18 +673,11 @@ def _start_sessions(run: Run, items: list[RunItem]) -> tuple[list[RunItem], list
 
 def run_session_finished(*, session_id: int) -> None:
     """A session ended: if it belongs to a running run, collect it and fill its slot, once a few are free."""
-    # One read, without the run's lock: the session's run and that run's sessions not yet collected. Each
-    # finished session committed its end before this read, so the last of several finishing at once counts
-    # them all: a batch is never left waiting for a session that has already finished.
-    counts = RunItem.objects.filter(
-        run_id=Subquery(RunItem.objects.filter(session_id=session_id).values("run_id")[:1]),
-        predicted_sql="", prediction_note="", session__isnull=False).order_by().aggregate(
-        run_id=Max("run_id"), held=Count("pk"), finished=Count("pk", filter=~Q(session__status__in=UNFINISHED_SESSION)))
-    if counts["run_id"] is None:
-        return  # not a run's session, or a pass has collected it already
-    if counts["finished"] < counts["held"] and counts["finished"] < max(1, counts["held"] // DISPATCH_BATCH_SHARE):
-        return  # the next session to finish (or the poll) collects it with its own
-    _dispatch(counts["run_id"], wait=False)
+    # Each finished session committed its end before this read, so the last of several finishing at once
+    # counts them all: a batch is never left waiting for a session that has already finished.
+    run_id = _needs_pass(session_id=session_id)
+    if run_id is not None:  # else: not a run's session, collected already, or waiting for the batch
+        _dispatch(run_id, wait=False)
 
 
 def runs_revive_dispatch(*, idle_s: float = 30) -> list[int]:

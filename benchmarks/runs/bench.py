@@ -47,7 +47,7 @@ class App:
         proc = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.runs.worker", str(stats), "-A", "t2s_site", "worker", "--pool",
              "threads", "--concurrency", str(threads), "--without-gossip", "--without-mingle",
-             "--without-heartbeat", "-n", "bench@%h", "--loglevel", "WARNING"],
+             "--without-heartbeat", "-n", f"{stats.stem}@%h", "--loglevel", "WARNING"],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 120
         while not stats.exists() or not stats.read_text():
@@ -91,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-questions", type=int, default=320)
     parser.add_argument("--slow-latency-ms", type=int, default=1000)
     parser.add_argument("--slow-concurrency", type=int, default=64)
+    parser.add_argument("--slow-workers", type=int, default=1,
+                        help="worker processes sharing the LLM-bound run's concurrency (threads pool each)")
     parser.add_argument("--embedded", action="store_true", help="SQLite app database and broker")
+    parser.add_argument("--stages", default="123", help="which steps to run (3 alone needs no baseline)")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -113,72 +116,96 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench-runs: {'embedded SQLite' if args.embedded else 'PostgreSQL + Redis'}, one worker "
               f"(threads pool, {args.threads} threads), replay LLM; {time.strftime('%Y-%m-%d %H:%M')}")
 
-        # 1. baseline: every session queued at once
-        app.step("dataset", str(args.baseline), "baseline")
-        with ReplayServer(replay_script(args.baseline, rounds=args.rounds, latency_ms=args.latency_ms)) as server:
-            app.step("endpoint", server.url)
-            stats = var / "baseline.jsonl"
-            worker = app.worker(args.threads, stats)
-            try:
-                app.step("sessions", "baseline")
-                wait_until(lambda: app.report("sessions")["active"] == 0, 1800, "the baseline sessions")
-            finally:
-                stop(worker)
-            base = app.report("sessions")
-        base_rate = base["total"] / (base["last_finish"] - base["first_start"])
-        print(f"\n1. worker-bound baseline: {base['total']} sessions posted at once, {args.rounds} rounds at "
-              f"{args.latency_ms} ms: {base_rate:.1f} sessions/s ({base['answered']} answered)")
+        if "2" in args.stages and "1" not in args.stages:
+            raise SystemExit("step 2 compares with step 1's baseline")
+        if "1" in args.stages:
+            # 1. baseline: every session queued at once
+            app.step("dataset", str(args.baseline), "baseline")
+            with ReplayServer(replay_script(args.baseline, rounds=args.rounds, latency_ms=args.latency_ms)) as server:
+                app.step("endpoint", server.url)
+                stats = var / "baseline.jsonl"
+                worker = app.worker(args.threads, stats)
+                try:
+                    app.step("sessions", "baseline")
+                    wait_until(lambda: app.report("sessions")["active"] == 0, 1800, "the baseline sessions")
+                finally:
+                    stop(worker)
+                base = app.report("sessions")
+            base_rate = base["total"] / (base["last_finish"] - base["first_start"])
+            print(f"\n1. worker-bound baseline: {base['total']} sessions posted at once, {args.rounds} rounds at "
+                  f"{args.latency_ms} ms: {base_rate:.1f} sessions/s ({base['answered']} answered)")
 
-        # 2. the same pace through a run of many questions
-        app.step("dataset", str(args.questions), "big")
-        with ReplayServer(replay_script(args.questions, rounds=args.rounds, latency_ms=args.latency_ms)) as server:
-            app.step("endpoint", server.url)
-            stats = var / "big.jsonl"
-            worker = app.worker(args.threads, stats)
-            try:
-                run_id = app.step("run", "big", str(args.threads)).splitlines()[-1]
-                quarter = wait_until(lambda: (r := app.report(run_id))["answered"] >= args.questions // 4 and r,
-                                     3600, "a quarter of the run")
-                print(f"   at 25 %: ETA shown {quarter['eta_s']:.0f} s", end="")
-                sys.stdout.flush()
-                t_quarter = time.time()
-                final = wait_until(lambda: (r := app.report(run_id))["status"] == "done" and r, 3600, "the run")
-                print(f", took {final['last_finish'] - t_quarter:.0f} s more")
-            finally:
-                stop(worker)
-        rows = samples(stats)
-        wall = final["last_finish"] - final["created"]
-        rate = final["total"] / wall
-        during = [r for r in rows if final["created"] <= r["t"] <= final["last_finish"]] or rows
-        cpu = during[-1]["cpu_s"] - during[0]["cpu_s"]
-        dispatch = during[-1]["dispatch_cpu_s"] - during[0]["dispatch_cpu_s"]
-        rss = [r["rss_mb"] for r in during]
-        marks = [rss[min(len(rss) - 1, int(len(rss) * f))] for f in (0, 0.25, 0.5, 0.75, 1.0)]
-        print(f"2. run of {final['total']} questions at concurrency {args.threads}: {wall:.1f} s to the last session, "
-              f"{rate:.1f} sessions/s = {100 * rate / base_rate:.0f} % of the worker-bound baseline (target 60 %); "
-              f"scored {final['evaluated'] - final['last_finish']:.1f} s later by the evaluation task, "
-              f"{final['correct']} correct")
-        print(f"   dispatcher CPU {dispatch:.1f} s of the worker's {cpu:.1f} s = {100 * dispatch / cpu:.1f} % "
-              f"(target under 10 %): {during[-1]['dispatches'] - during[0]['dispatches']} calls, "
-              f"{during[-1].get('passes', 0) - during[0].get('passes', 0)} passes")
-        print("   worker RSS (MB) at 0/25/50/75/100 % of the run: " + " / ".join(f"{m:.0f}" for m in marks))
+        if "2" in args.stages:
+            # 2. the same pace through a run of many questions
+            app.step("dataset", str(args.questions), "big")
+            with ReplayServer(replay_script(args.questions, rounds=args.rounds, latency_ms=args.latency_ms)) as server:
+                app.step("endpoint", server.url)
+                stats = var / "big.jsonl"
+                worker = app.worker(args.threads, stats)
+                try:
+                    run_id = app.step("run", "big", str(args.threads)).splitlines()[-1]
+                    quarter = wait_until(lambda: (r := app.report(run_id))["answered"] >= args.questions // 4 and r,
+                                         3600, "a quarter of the run")
+                    print(f"   at 25 %: ETA shown {quarter['eta_s']:.0f} s", end="")
+                    sys.stdout.flush()
+                    t_quarter = time.time()
+                    final = wait_until(lambda: (r := app.report(run_id))["status"] == "done" and r, 3600, "the run")
+                    print(f", took {final['last_finish'] - t_quarter:.0f} s more")
+                finally:
+                    stop(worker)
+            rows = samples(stats)
+            wall = final["last_finish"] - final["created"]
+            rate = final["total"] / wall
+            during = [r for r in rows if final["created"] <= r["t"] <= final["last_finish"]] or rows
+            cpu = during[-1]["cpu_s"] - during[0]["cpu_s"]
+            dispatch = during[-1]["dispatch_cpu_s"] - during[0]["dispatch_cpu_s"]
+            rss = [r["rss_mb"] for r in during]
+            marks = [rss[min(len(rss) - 1, int(len(rss) * f))] for f in (0, 0.25, 0.5, 0.75, 1.0)]
+            print(f"2. run of {final['total']} questions at concurrency {args.threads}: {wall:.1f} s to the last session, "
+                  f"{rate:.1f} sessions/s = {100 * rate / base_rate:.0f} % of the worker-bound baseline (target 60 %); "
+                  f"scored {final['evaluated'] - final['last_finish']:.1f} s later by the evaluation task, "
+                  f"{final['correct']} correct")
+            print(f"   dispatcher CPU {dispatch:.1f} s of the worker's {cpu:.1f} s = {100 * dispatch / cpu:.1f} % "
+                  f"(target under 10 %): {during[-1]['dispatches'] - during[0]['dispatches']} calls, "
+                  f"{during[-1].get('passes', 0) - during[0].get('passes', 0)} passes")
+            print("   worker RSS (MB) at 0/25/50/75/100 % of the run: " + " / ".join(f"{m:.0f}" for m in marks))
 
-        # 3. LLM-bound: slow calls, many at once
-        app.step("dataset", str(args.slow_questions), "slow")
-        with ReplayServer(replay_script(args.slow_questions, rounds=args.rounds,
-                                        latency_ms=args.slow_latency_ms)) as server:
-            app.step("endpoint", server.url)
-            worker = app.worker(args.slow_concurrency, var / "slow.jsonl")
-            try:
-                run_id = app.step("run", "slow", str(args.slow_concurrency)).splitlines()[-1]
-                slow = wait_until(lambda: (r := app.report(run_id))["status"] == "done" and r, 3600, "the slow run")
-            finally:
-                stop(worker)
-        wall = slow["last_finish"] - slow["created"]
-        ideal = math.ceil(args.slow_questions / args.slow_concurrency) * args.rounds * args.slow_latency_ms / 1000
-        print(f"3. run of {slow['total']} questions, {args.rounds} calls of {args.slow_latency_ms} ms, concurrency "
-              f"{args.slow_concurrency}: {wall:.1f} s, LLM-bound ideal {ideal:.1f} s = {100 * ideal / wall:.0f} % "
-              f"(target 90 %)")
+        if "3" in args.stages:
+            # 3. LLM-bound: slow calls, many at once
+            app.step("dataset", str(args.slow_questions), "slow")
+            with ReplayServer(replay_script(args.slow_questions, rounds=args.rounds,
+                                            latency_ms=args.slow_latency_ms)) as server:
+                app.step("endpoint", server.url)
+                # The run's concurrency spread over --slow-workers processes (one GIL each).
+                threads = math.ceil(args.slow_concurrency / args.slow_workers)
+                stats_files = [var / f"slow{k}.jsonl" for k in range(args.slow_workers)]
+                workers = []
+                try:
+                    for stats in stats_files:
+                        workers.append(app.worker(threads, stats))
+                    run_id = app.step("run", "slow", str(args.slow_concurrency)).splitlines()[-1]
+                    slow = wait_until(lambda: (r := app.report(run_id))["status"] == "done" and r, 3600,
+                                      "the slow run")
+                finally:
+                    for worker in workers:
+                        stop(worker)
+            wall = slow["last_finish"] - slow["created"]
+            ideal = math.ceil(args.slow_questions / args.slow_concurrency) * args.rounds * args.slow_latency_ms / 1000
+            print(f"3. run of {slow['total']} questions, {args.rounds} calls of {args.slow_latency_ms} ms, concurrency "
+                  f"{args.slow_concurrency} ({args.slow_workers} worker process(es) of {threads} threads): {wall:.1f} s, LLM-bound ideal {ideal:.1f} s = {100 * ideal / wall:.0f} % "
+                  f"(target 90 %)")
+            cpu = dispatch = 0.0
+            for stats in stats_files:
+                rows = [r for r in samples(stats) if slow["created"] <= r["t"] <= slow["last_finish"]]
+                if len(rows) > 1:
+                    cpu += rows[-1]["cpu_s"] - rows[0]["cpu_s"]
+                    dispatch += rows[-1]["dispatch_cpu_s"] - rows[0]["dispatch_cpu_s"]
+            if cpu:
+                print(f"   worker CPU {cpu:.1f} s ({1000 * cpu / slow['total']:.0f} ms a session), dispatcher "
+                      f"{dispatch:.1f} s; a session waited {slow['wait_p50']:.2f} s (max {slow['wait_max']:.2f}) "
+                      f"to start and ran {slow['run_p50']:.2f} s (max {slow['run_max']:.2f}) for "
+                      f"{args.rounds * args.slow_latency_ms / 1000:.1f} s of LLM latency; the first started "
+                      f"{slow['first_start'] - slow['created']:.2f} s after the launch")
     finally:
         if redis is not None:
             redis.close()

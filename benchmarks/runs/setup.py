@@ -51,10 +51,16 @@ def main(argv: list[str]) -> int:
             run = Run.objects.get(pk=int(argv[1]))
             qs = AgentSession.objects.filter(run_items__run=run)
         agg = qs.aggregate(first=Min("started_at"), last=Max("finished_at"))
+        # Where a session's time went: waiting in the queue (created -> claimed) and running (claimed -> end).
+        waits = sorted((s - c).total_seconds() for c, s in qs.filter(started_at__isnull=False)
+                       .values_list("created_at", "started_at"))
+        runs = sorted(e / 1000 for e in qs.filter(elapsed_ms__isnull=False).values_list("elapsed_ms", flat=True))
         out = {"total": qs.count(), "active": qs.filter(status__in=AgentSession.ACTIVE).count(),
                "answered": qs.filter(status="answered").count(),
                "first_start": agg["first"].timestamp() if agg["first"] else None,
-               "last_finish": agg["last"].timestamp() if agg["last"] else None}
+               "last_finish": agg["last"].timestamp() if agg["last"] else None,
+               "wait_p50": waits[len(waits) // 2] if waits else None, "wait_max": waits[-1] if waits else None,
+               "run_p50": runs[len(runs) // 2] if runs else None, "run_max": runs[-1] if runs else None}
         if run is not None:
             out.update(status=run.status, created=run.created_at.timestamp(),
                        evaluated=run.evaluated_at.timestamp() if run.evaluated_at else None,

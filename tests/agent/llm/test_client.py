@@ -205,11 +205,11 @@ def test_concurrent_calls_keep_their_connections_open_for_the_next_round() -> No
         for _ in range(2):
             barrier = threading.Barrier(n)
 
-            def call() -> None:
+            def call(barrier: threading.Barrier) -> None:
                 barrier.wait()
                 client.complete(MESSAGES)
 
-            threads = [threading.Thread(target=call) for _ in range(n)]
+            threads = [threading.Thread(target=call, args=(barrier,)) for _ in range(n)]
             for t in threads:
                 t.start()
             for t in threads:
