@@ -452,25 +452,26 @@ def session_records(session: AgentSession) -> list[TurnRecord]:
 def _store_turn(session_id: int, lease: str, record: TurnRecord, previous_messages: list[Message]) -> None:
     messages = list(record.messages)
     prefix = len(previous_messages) if messages[: len(previous_messages)] == previous_messages else 0
-    with transaction.atomic():
+    turn = Turn.from_record(record, session_id=session_id, prompt=messages[prefix:], prompt_prefix_len=prefix)
+    try:
+        # Two statements: the turn, then the session's counters and heartbeat under its lease. A lost lease
+        # rolls the turn back; a turn stored already fails the insert (unique (session, index)).
+        with transaction.atomic():
+            turn.save(force_insert=True)
+            if not AgentSession.objects.filter(pk=session_id, lease=lease).update(
+                    heartbeat_at=timezone.now(),
+                    rounds=F("rounds") + (1 if record.completion is not None else 0),
+                    tool_calls=F("tool_calls") + (1 if record.tool_latency_ms is not None else 0),
+                    prompt_tokens=F("prompt_tokens") + record.prompt_tokens,
+                    completion_tokens=F("completion_tokens") + record.completion_tokens,
+                    llm_latency_ms=F("llm_latency_ms") + (record.llm_latency_ms or 0),
+                    tool_latency_ms=F("tool_latency_ms") + (record.tool_latency_ms or 0)):
+                raise LeaseLost(session_id)
+    except IntegrityError:
+        # Already stored by an earlier delivery of this session: never a duplicate, nor counted twice.
+        logger.info("turn %s of session %s already stored", record.index, session_id)
         if not AgentSession.objects.filter(pk=session_id, lease=lease).update(heartbeat_at=timezone.now()):
-            raise LeaseLost(session_id)
-        try:
-            with transaction.atomic():
-                Turn.from_record(record, session_id=session_id, prompt=messages[prefix:],
-                                 prompt_prefix_len=prefix).save(force_insert=True)
-        except IntegrityError:
-            # Already stored by an earlier delivery of this session: never a duplicate.
-            logger.info("turn %s of session %s already stored", record.index, session_id)
-            return
-        AgentSession.objects.filter(pk=session_id).update(
-            rounds=F("rounds") + (1 if record.completion is not None else 0),
-            tool_calls=F("tool_calls") + (1 if record.tool_latency_ms is not None else 0),
-            prompt_tokens=F("prompt_tokens") + record.prompt_tokens,
-            completion_tokens=F("completion_tokens") + record.completion_tokens,
-            llm_latency_ms=F("llm_latency_ms") + (record.llm_latency_ms or 0),
-            tool_latency_ms=F("tool_latency_ms") + (record.tool_latency_ms or 0),
-        )
+            raise LeaseLost(session_id) from None
 
 
 def result_preview(result) -> dict[str, Any] | None:

@@ -175,3 +175,24 @@ def test_a_nul_byte_in_the_final_result_and_sql_is_stored_cleaned_not_a_failed_s
     assert session.status == AgentSession.Status.ANSWERED, session.error
     assert session.result["rows"] == [["a\ufffdb", "\ufffd"]]
     assert "\x00" not in session.final_sql
+
+
+def test_a_turn_is_stored_once_and_counted_once_and_never_under_a_lost_lease(spider_database, replay_llm):
+    db = spider_database("concert_singer")
+    replay_llm([f'Thought: Count them.\nAction: ExecuteSQL("{COUNT_SQL}")', "Thought: Done.\nAction: Done"])
+    session = run(db)
+    records = sessions.session_records(session)
+    assert session.rounds == 2 and Turn.objects.filter(session=session).count() == 2
+    # Delivered again (a second worker stored it first): no duplicate, not counted twice.
+    sessions._store_turn(session.pk, session.lease, records[0], [])
+    session.refresh_from_db()
+    assert session.rounds == 2 and Turn.objects.filter(session=session).count() == 2
+    # A worker whose lease was taken over stores nothing more, counters included.
+    Turn.objects.filter(session=session, index=records[-1].index).delete()
+    with pytest.raises(sessions.LeaseLost):
+        sessions._store_turn(session.pk, "another-worker", records[-1], list(records[0].messages))
+    session.refresh_from_db()
+    assert session.rounds == 2 and Turn.objects.filter(session=session).count() == 1
+    sessions._store_turn(session.pk, session.lease, records[-1], list(records[0].messages))
+    session.refresh_from_db()
+    assert session.rounds == 3 and Turn.objects.filter(session=session).count() == 2
