@@ -1,6 +1,7 @@
 """Steps of ``make bench-runs`` that run in the app's own environment (a process per step, like a user's command).
 
-``dataset N NAME``, ``endpoint URL``, ``sessions NAME``, ``run NAME CONCURRENCY``, ``report RUN_ID|sessions``.
+``dataset N NAME``, ``endpoint URL``, ``sessions NAME``, ``run NAME CONCURRENCY``, ``report RUN_ID|sessions``,
+``watch RUN_ID|sessions [SECONDS]`` (the report again every SECONDS, one JSON line each, until stopped).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -25,6 +27,29 @@ def main(argv: list[str]) -> int:
     from annotations.runs import services
     from annotations.runs.models import Dataset, Run
     from tests.support.run_dataset import write_dataset
+
+    def report(what: str) -> dict:
+        if what == "sessions":
+            qs, run = AgentSession.objects.filter(run_items__isnull=True), None
+        else:
+            run = Run.objects.get(pk=int(what))
+            qs = AgentSession.objects.filter(run_items__run=run)
+        agg = qs.aggregate(first=Min("started_at"), last=Max("finished_at"))
+        # Where a session's time went: waiting in the queue (created -> claimed) and running (claimed -> end).
+        waits = sorted((s - c).total_seconds() for c, s in qs.filter(started_at__isnull=False)
+                       .values_list("created_at", "started_at"))
+        runs = sorted(e / 1000 for e in qs.filter(elapsed_ms__isnull=False).values_list("elapsed_ms", flat=True))
+        out = {"total": qs.count(), "active": qs.filter(status__in=AgentSession.ACTIVE).count(),
+               "answered": qs.filter(status="answered").count(),
+               "first_start": agg["first"].timestamp() if agg["first"] else None,
+               "last_finish": agg["last"].timestamp() if agg["last"] else None,
+               "wait_p50": waits[len(waits) // 2] if waits else None, "wait_max": waits[-1] if waits else None,
+               "run_p50": runs[len(runs) // 2] if runs else None, "run_max": runs[-1] if runs else None}
+        if run is not None:
+            out.update(status=run.status, created=run.created_at.timestamp(),
+                       evaluated=run.evaluated_at.timestamp() if run.evaluated_at else None,
+                       correct=(run.totals or {}).get("correct"), eta_s=services.run_progress(run=run)["eta_s"])
+        return out
 
     command = argv[0]
     if command == "migrate":
@@ -45,27 +70,11 @@ def main(argv: list[str]) -> int:
                                         max_concurrency=int(argv[2]), zero_shot=True)
         print(run.pk)
     elif command == "report":
-        if argv[1] == "sessions":
-            qs, run = AgentSession.objects.filter(run_items__isnull=True), None
-        else:
-            run = Run.objects.get(pk=int(argv[1]))
-            qs = AgentSession.objects.filter(run_items__run=run)
-        agg = qs.aggregate(first=Min("started_at"), last=Max("finished_at"))
-        # Where a session's time went: waiting in the queue (created -> claimed) and running (claimed -> end).
-        waits = sorted((s - c).total_seconds() for c, s in qs.filter(started_at__isnull=False)
-                       .values_list("created_at", "started_at"))
-        runs = sorted(e / 1000 for e in qs.filter(elapsed_ms__isnull=False).values_list("elapsed_ms", flat=True))
-        out = {"total": qs.count(), "active": qs.filter(status__in=AgentSession.ACTIVE).count(),
-               "answered": qs.filter(status="answered").count(),
-               "first_start": agg["first"].timestamp() if agg["first"] else None,
-               "last_finish": agg["last"].timestamp() if agg["last"] else None,
-               "wait_p50": waits[len(waits) // 2] if waits else None, "wait_max": waits[-1] if waits else None,
-               "run_p50": runs[len(runs) // 2] if runs else None, "run_max": runs[-1] if runs else None}
-        if run is not None:
-            out.update(status=run.status, created=run.created_at.timestamp(),
-                       evaluated=run.evaluated_at.timestamp() if run.evaluated_at else None,
-                       correct=(run.totals or {}).get("correct"), eta_s=services.run_progress(run=run)["eta_s"])
-        print(json.dumps(out))
+        print(json.dumps(report(argv[1])))
+    elif command == "watch":  # a report a second from one process (a process per report cost 1.3 s of CPU)
+        while True:
+            print(json.dumps(report(argv[1])), flush=True)
+            time.sleep(float(argv[2]) if len(argv) > 2 else 1.0)
     else:
         raise SystemExit(f"unknown step {command!r}")
     return 0
