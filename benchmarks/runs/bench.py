@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-concurrency", type=int, default=64)
     parser.add_argument("--slow-workers", type=int, default=1,
                         help="worker processes sharing the LLM-bound run's concurrency (threads pool each)")
+    parser.add_argument("--slow-threads", type=int, default=0,
+                        help="threads per worker process for step 3 (default: its concurrency / --slow-workers)")
     parser.add_argument("--embedded", action="store_true", help="SQLite app database and broker")
     parser.add_argument("--stages", default="123", help="which steps to run (3 alone needs no baseline)")
     args = parser.parse_args(argv)
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                                             latency_ms=args.slow_latency_ms)) as server:
                 app.step("endpoint", server.url)
                 # The run's concurrency spread over --slow-workers processes (one GIL each).
-                threads = math.ceil(args.slow_concurrency / args.slow_workers)
+                threads = args.slow_threads or math.ceil(args.slow_concurrency / args.slow_workers)
                 stats_files = [var / f"slow{k}.jsonl" for k in range(args.slow_workers)]
                 workers = []
                 try:
@@ -211,9 +213,10 @@ def main(argv: list[str] | None = None) -> int:
                     dispatch += rows[-1]["dispatch_cpu_s"] - rows[0]["dispatch_cpu_s"]
             if cpu:
                 print(f"   worker CPU {cpu:.1f} s ({1000 * cpu / slow['total']:.0f} ms a session), dispatcher "
-                      f"{dispatch:.1f} s; a session waited {slow['wait_p50']:.2f} s (max {slow['wait_max']:.2f}) "
-                      f"to start and ran {slow['run_p50']:.2f} s (max {slow['run_max']:.2f}) for "
-                      f"{args.rounds * args.slow_latency_ms / 1000:.1f} s of LLM latency; the first started "
+                      f"{dispatch:.1f} s; a session waited {slow['wait_p50']:.2f} s (max {slow['wait_first_max']:.2f} "
+                      f"in the first {args.slow_concurrency}, {slow['wait_later_max'] or 0:.2f} later) to start and ran {slow['run_p50']:.2f} s (max {slow['run_max']:.2f}) for "
+                      f"{args.rounds * args.slow_latency_ms / 1000:.1f} s of LLM latency (an LLM call {slow['call_p50_ms']:.0f} ms, "
+                      f"max {slow['call_max_ms']:.0f}); the first started "
                       f"{slow['first_start'] - slow['created']:.2f} s after the launch")
     finally:
         if redis is not None:

@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     from django.core.management import call_command
     from django.db.models import Max, Min
 
-    from agent.models import AgentSession, LLMEndpoint
+    from agent.models import AgentSession, LLMEndpoint, Turn
     from agent.services import sessions
     from annotations.runs import services
     from annotations.runs.models import Dataset, Run
@@ -36,15 +36,22 @@ def main(argv: list[str]) -> int:
             qs = AgentSession.objects.filter(run_items__run=run)
         agg = qs.aggregate(first=Min("started_at"), last=Max("finished_at"))
         # Where a session's time went: waiting in the queue (created -> claimed) and running (claimed -> end).
-        waits = sorted((s - c).total_seconds() for c, s in qs.filter(started_at__isnull=False)
-                       .values_list("created_at", "started_at"))
+        ordered = [(s - c).total_seconds() for c, s in qs.filter(started_at__isnull=False).order_by("created_at")
+                   .values_list("created_at", "started_at")]
+        first = int(run.config.get("max_concurrency") or 0) if what != "sessions" else 0
+        waits = sorted(ordered)
         runs = sorted(e / 1000 for e in qs.filter(elapsed_ms__isnull=False).values_list("elapsed_ms", flat=True))
+        calls = sorted(Turn.objects.filter(session__in=qs, llm_latency_ms__isnull=False)
+                       .values_list("llm_latency_ms", flat=True))
         out = {"total": qs.count(), "active": qs.filter(status__in=AgentSession.ACTIVE).count(),
                "answered": qs.filter(status="answered").count(),
                "first_start": agg["first"].timestamp() if agg["first"] else None,
                "last_finish": agg["last"].timestamp() if agg["last"] else None,
                "wait_p50": waits[len(waits) // 2] if waits else None, "wait_max": waits[-1] if waits else None,
-               "run_p50": runs[len(runs) // 2] if runs else None, "run_max": runs[-1] if runs else None}
+               # the run's first sessions (a fresh worker's threads open their connections) and the later ones
+               "wait_first_max": max(ordered[:first], default=None), "wait_later_max": max(ordered[first:], default=None),
+               "run_p50": runs[len(runs) // 2] if runs else None, "run_max": runs[-1] if runs else None,
+               "call_p50_ms": calls[len(calls) // 2] if calls else None, "call_max_ms": calls[-1] if calls else None}
         if run is not None:
             out.update(status=run.status, created=run.created_at.timestamp(),
                        evaluated=run.evaluated_at.timestamp() if run.evaluated_at else None,
