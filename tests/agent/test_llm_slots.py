@@ -114,7 +114,7 @@ def test_the_environment_endpoint_takes_its_limit_from_settings(db, settings) ->
             gates.gated(client, user=None, llm_snapshot=snapshot).complete([{"role": "user", "content": "hi"}])
 
         assert hammer(server, 9, call) == []
-        assert server.max_in_flight == 3
+        assert server.max_in_flight <= 3  # (8 with the record field's default)
     LLMEndpoint.objects.create(name="environment", base_url="http://x", model="m", max_concurrency=5,
                                api_key_env="OPENAI_API_KEY")
     assert gates.endpoint_concurrency("environment") == 5  # a record of that name carries its own
