@@ -186,7 +186,7 @@ def measure(repeats: int, only: str = "") -> list[tuple[str, float, float, int]]
 
     from agent import policies
     from agent.keyset import encode_cursor
-    from annotations.labels.models import Queue
+    from annotations.labels.models import Label, Queue
     from annotations.runs.models import Dataset, Run
 
     viewer = User.objects.get(username="bench-viewer")
@@ -203,11 +203,17 @@ def measure(repeats: int, only: str = "") -> list[tuple[str, float, float, int]]
     paginator.base_url = "/api/sessions/"
     paginator.request = Request(APIRequestFactory().get("/api/sessions/"))
     api_deep = paginator.encode_cursor(Cursor(offset=0, reverse=False, position=deep.created_at.isoformat()))
+    labels_paginator = CursorPagination()
+    labels_paginator.ordering = ("item_id",)
+    labels_paginator.base_url = "/api/labels/"
+    labels_paginator.request = Request(APIRequestFactory().get("/api/labels/"))
     session = visible.order_by("-created_at").first()
     run = Run.objects.filter(source="agent").order_by("pk").first()
     labelled = Run.objects.filter(name="run 12").first()
     dataset = Dataset.objects.get(name="spider-like")
     queue = Queue.objects.order_by("pk").first()
+    deep_item = Label.objects.filter(item__run=labelled).order_by("-item_id").values_list("item_id", flat=True)[50]
+    labels_deep = labels_paginator.encode_cursor(Cursor(offset=0, reverse=False, position=str(deep_item)))
     urls = [
         ("/sessions/", "sessions list, first page"),
         (f"/sessions/?cursor={deep_cursor}", f"sessions list, page at row {offset:,} of {qs_count:,}"),
@@ -244,9 +250,11 @@ def measure(repeats: int, only: str = "") -> list[tuple[str, float, float, int]]
         ("/labels/", "labels overview (10 labelled runs)"),
         ("/labels/queues/", "label queues (30)"),
         (f"/labels/queues/{queue.pk}/", "one queue"),
+        (f"/labels/queues/{queue.pk}/?page=4", "one queue, page 4"),
         (f"/labels/runs/{labelled.pk}/questions/", "labelled run's questions"),
         ("/api/labels/", "API labels"),
         (f"/api/labels/?run={labelled.pk}", "API labels of a run"),
+        (labels_deep.replace("http://testserver", "") + f"&run={labelled.pk}", "API labels of a run, last pages (cursor)"),
         ("/api/queues/", "API queues"),
         ("/exemplars/", "exemplars (500)"),
         ("/api/exemplars/", "API exemplars"),
