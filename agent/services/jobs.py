@@ -10,6 +10,7 @@ by the routes in ``t2s_site/celery.py``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery import current_app
@@ -18,19 +19,34 @@ from django.db import transaction
 logger = logging.getLogger(__name__)
 
 
-def enqueue_on_commit(task_name: str, *args: Any, robust: bool = False, **kwargs: Any) -> None:
+def enqueue_on_commit(task_name: str, *args: Any, robust: bool = False,
+                      on_failure: Callable[[Exception], None] | None = None, **kwargs: Any) -> None:
     """Send ``task_name`` after commit (at once outside a transaction), never inside an open one.
 
     ``robust``: a broker that refuses the message is logged, not raised to the caller; for work a sweep
     publishes again (sessions left QUEUED, runs left RUNNING), so a user's request does not fail with it.
+    ``on_failure(exc)`` is then called, e.g. to mark the work for the sweep's next look.
     """
 
-    def send() -> None:
-        try:
-            current_app.tasks[task_name].delay(*args, **kwargs)
-        except Exception as exc:
-            if not robust:
-                raise
-            logger.warning("could not publish %s%r (left for the recovery sweep): %s", task_name, args, exc)
+    transaction.on_commit(lambda: _send(task_name, args, kwargs, robust=robust, on_failure=on_failure))
 
-    transaction.on_commit(send)
+
+def enqueue_now(task_name: str, *args: Any, robust: bool = False,
+                on_failure: Callable[[Exception], None] | None = None, **kwargs: Any) -> bool:
+    """Send ``task_name`` at once, for work whose rows are already committed (a sweep outside any transaction);
+    whether the broker took it (see ``enqueue_on_commit`` for ``robust`` and ``on_failure``)."""
+    return _send(task_name, args, kwargs, robust=robust, on_failure=on_failure)
+
+
+def _send(task_name: str, args: tuple, kwargs: dict, *, robust: bool,
+          on_failure: Callable[[Exception], None] | None) -> bool:
+    try:
+        current_app.tasks[task_name].delay(*args, **kwargs)
+    except Exception as exc:
+        if not robust:
+            raise
+        logger.warning("could not publish %s%r (left for the recovery sweep): %s", task_name, args, exc)
+        if on_failure is not None:
+            on_failure(exc)
+        return False
+    return True

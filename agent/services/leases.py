@@ -15,6 +15,7 @@ is atomic).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -23,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
+from django.core.cache import cache
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -30,7 +32,7 @@ from django.utils import timezone
 from agent.conf import agent_settings
 from agent.models import AgentSession
 
-from .jobs import enqueue_on_commit
+from .jobs import enqueue_now, enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +74,32 @@ def new_lease() -> str:
 
 
 def publish(session_id: int) -> None:
-    """Queue the session's task after commit; a broker that is down leaves it QUEUED for the sweep."""
-    enqueue_on_commit(RUN_SESSION_TASK, session_id, robust=True)
+    """Queue the session's task after commit; a broker that is down leaves it QUEUED for the sweep, marked
+    (no ``queued_at``) so that the next heartbeat's sweep publishes it again, not the lost-message sweep minutes
+    later (``SESSION_QUEUED_STALE_AFTER_S``)."""
+    enqueue_on_commit(RUN_SESSION_TASK, session_id, robust=True, on_failure=lambda _exc: _mark_unpublished(session_id))
+
+
+def _mark_unpublished(session_id: int) -> None:
+    try:
+        AgentSession.objects.filter(pk=session_id, status=AgentSession.Status.QUEUED).update(queued_at=None)
+    except DatabaseError as exc:  # the database is away too: the lost-message sweep still finds it
+        logger.warning("could not mark session %s for publishing again: %s", session_id, exc)
+
+
+def republish_failed(*, limit: int = 100) -> list[int]:
+    """QUEUED sessions whose publish failed (``publish`` left them without ``queued_at``): publish them again,
+    stopping at the first that fails again (the broker is still away: the next sweep tries, rather than this one
+    waiting out a connection timeout per session while the keeper's heartbeats wait). Outside a transaction."""
+    unpublished = AgentSession.objects.filter(status=AgentSession.Status.QUEUED, queued_at__isnull=True)
+    published = []
+    for pk in list(unpublished.order_by("pk").values_list("pk", flat=True)[:limit]):
+        if not unpublished.filter(pk=pk).update(queued_at=timezone.now()):
+            continue  # another sweep took it
+        if not enqueue_now(RUN_SESSION_TASK, pk, robust=True, on_failure=lambda _exc, pk=pk: _mark_unpublished(pk)):
+            break
+        published.append(pk)
+    return published
 
 
 def requeue(*, session_id: int, lease: str) -> bool:
@@ -103,7 +129,8 @@ def recover_stale(*, stale_after_s: float | None = None, max_attempts: int = MAX
 
 
 def republish_queued(*, older_than_s: float | None = None) -> list[int]:
-    """QUEUED sessions whose message was published long ago (lost with a broker): publish them again."""
+    """QUEUED sessions whose message was published long ago (lost with a broker): publish them again, stopping at
+    the first that fails (left marked for ``republish_failed``). Outside a transaction."""
     if older_than_s is None:
         older_than_s = agent_settings.SESSION_QUEUED_STALE_AFTER_S
     now = timezone.now()
@@ -111,10 +138,41 @@ def republish_queued(*, older_than_s: float | None = None) -> list[int]:
         Q(queued_at__lt=now - timedelta(seconds=older_than_s)) | Q(queued_at__isnull=True))
     ids = list(stale.values_list("pk", flat=True)[:1000])
     for pk in ids:
-        with transaction.atomic():
-            if AgentSession.objects.filter(pk=pk, status=AgentSession.Status.QUEUED).update(queued_at=now):
-                publish(pk)
+        if not AgentSession.objects.filter(pk=pk, status=AgentSession.Status.QUEUED).update(queued_at=now):
+            continue
+        if not enqueue_now(RUN_SESSION_TASK, pk, robust=True, on_failure=lambda _exc, pk=pk: _mark_unpublished(pk)):
+            break  # the broker is away: the next heartbeat's sweep tries again (republish_failed)
     return ids
+
+
+def sweep_turn(name: str, period_s: float) -> bool:
+    """Whether this process runs sweep ``name`` now: the first of the workers' keepers and Beat's task to ask
+    in each ``period_s`` does, the others skip it (they would read the same rows and find the work done). A cache
+    that cannot answer never stops recovery: then everyone sweeps, as without the turn."""
+    try:
+        return bool(cache.add(f"t2s:sweep-turn:{name}", _identity, timeout=max(1, math.ceil(period_s))))
+    except Exception as exc:
+        logger.warning("sweep turn %s: %s", name, exc)
+        return True
+
+
+def queued_sweep_period() -> float:
+    """How often QUEUED sessions are looked at: a quarter of the time after which they count as lost."""
+    return max(float(agent_settings.SESSION_HEARTBEAT_S), float(agent_settings.SESSION_QUEUED_STALE_AFTER_S) / 4)
+
+
+def sweep(*, exclude: frozenset[int] = frozenset()) -> dict:
+    """The recovery sweeps whose turn it is (``sweep_turn``): stale RUNNING sessions and failed publishes every
+    heartbeat, lost QUEUED ones (and the other apps' hooks) every ``queued_sweep_period``. Every worker's keeper calls it each
+    beat and Beat's ``recover_stale_sessions`` every minute; one of them does each sweep."""
+    out: dict = {}
+    if sweep_turn("running", float(agent_settings.SESSION_HEARTBEAT_S)):
+        out.update(recover_stale(exclude=exclude))
+        out["published_again"] = republish_failed()
+    if sweep_turn("queued", queued_sweep_period()):
+        out["republished"] = republish_queued()
+        run_sweep_hooks()
+    return out
 
 
 def reclaim_own() -> list[int]:
@@ -132,7 +190,6 @@ class LeaseKeeper(threading.Thread):
         self._held: dict[int, str] = {}
         self._lost: set[int] = set()
         self.sweeping = False
-        self._last_queued_sweep = 0.0
 
     def hold(self, session_id: int, lease: str) -> None:
         with self._lock:
@@ -179,12 +236,7 @@ class LeaseKeeper(threading.Thread):
     def sweep(self) -> None:
         with self._lock:
             mine = frozenset(self._held)
-        recover_stale(exclude=mine)
-        every = max(float(agent_settings.SESSION_HEARTBEAT_S), float(agent_settings.SESSION_QUEUED_STALE_AFTER_S) / 4)
-        if time.monotonic() - self._last_queued_sweep >= every:
-            self._last_queued_sweep = time.monotonic()
-            republish_queued()
-            run_sweep_hooks()
+        sweep(exclude=mine)
 
 
 _keeper: LeaseKeeper | None = None

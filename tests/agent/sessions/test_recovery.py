@@ -32,19 +32,79 @@ def test_a_failed_publish_leaves_the_session_queued_instead_of_failing_the_reque
     with django_capture_on_commit_callbacks(execute=True):
         session = sessions.session_create(database=db, question=QUESTION)
     session.refresh_from_db()
-    assert session.status == AgentSession.Status.QUEUED and session.queued_at is not None
+    # marked for the next heartbeat's sweep, not left for the lost-message sweep 300 s later
+    assert session.status == AgentSession.Status.QUEUED and session.queued_at is None
 
 
-def test_sessions_queued_long_after_their_message_are_published_again(
-        spider_database, replay_llm, django_capture_on_commit_callbacks):
+def test_a_failed_publish_is_published_again_by_the_next_sweep_not_minutes_later(
+        spider_database, replay_llm, monkeypatch, django_capture_on_commit_callbacks):
+    from django.core.cache import cache
+
+    from t2s_site.celery import app
+
+    db = spider_database("concert_singer")
+    replay_llm(["Thought: x\nAction: Done"])
+    task = app.tasks[leases.RUN_SESSION_TASK]
+    attempts, sent = [], []
+
+    def broker_down(*args, **kwargs):
+        attempts.append(args)
+        raise KombuOperationalError("Error 111 connecting to 127.0.0.1:6399. Connection refused.")
+
+    monkeypatch.setattr(task, "apply_async", broker_down)
+    with django_capture_on_commit_callbacks(execute=True):
+        created = [sessions.session_create(database=db, question=QUESTION) for _ in range(3)]
+    assert len(attempts) == 3
+
+    def next_sweep():
+        cache.delete_many(["t2s:sweep-turn:running", "t2s:sweep-turn:queued"])  # the next heartbeat's turn
+        with django_capture_on_commit_callbacks(execute=True):
+            return leases.sweep()
+
+    # the broker is still away: each sweep stops at its first failure instead of trying every session (each try
+    # can wait out a connection timeout while the keeper's heartbeats wait)
+    out = next_sweep()
+    assert out["published_again"] == [] and len(attempts) - 3 <= 2
+    assert AgentSession.objects.filter(queued_at__isnull=True).count() == 3
+    monkeypatch.setattr(task, "apply_async", lambda args=None, kwargs=None, **options: sent.append(args[0]))
+    out = next_sweep()  # the broker is back
+    assert out["published_again"] == sent == [s.pk for s in created]
+    assert not AgentSession.objects.filter(queued_at__isnull=True).exists()
+    assert next_sweep()["published_again"] == [] and len(sent) == 3
+
+
+def test_keepers_and_beats_recovery_task_take_turns_instead_of_repeating_each_others_sweep(
+        spider_database, replay_llm, monkeypatch):
+    from django.core.cache import cache
+
+    from agent import tasks
+
+    calls = []
+    monkeypatch.setattr(leases, "recover_stale", lambda **kwargs: calls.append("running") or {})
+    monkeypatch.setattr(leases, "republish_queued", lambda **kwargs: calls.append("queued") or [])
+    cache.delete_many(["t2s:sweep-turn:running", "t2s:sweep-turn:queued"])
+    leases.sweep()  # one worker's keeper
+    leases.sweep()  # another worker's keeper in the same heartbeat
+    tasks.recover_stale_sessions()  # Beat's safety net in the same minute
+    assert calls == ["running", "queued"]
+    cache.delete("t2s:sweep-turn:running")  # a heartbeat later: stale RUNNING sessions again, QUEUED not yet
+    tasks.recover_stale_sessions()
+    assert calls == ["running", "queued", "running"]
+
+
+def test_sessions_queued_long_after_their_message_are_published_again(spider_database, replay_llm, monkeypatch):
+    from t2s_site.celery import app
+
     db = spider_database("concert_singer")
     replay_llm(["Thought: x\nAction: Done"])
     old = sessions.session_create(database=db, question=QUESTION, enqueue=False)
     fresh = sessions.session_create(database=db, question=QUESTION, enqueue=False)
     AgentSession.objects.filter(pk=old.pk).update(queued_at=timezone.now() - timedelta(seconds=400))
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        assert leases.republish_queued(older_than_s=300) == [old.pk]
-    assert len(callbacks) == 1
+    sent = []
+    monkeypatch.setattr(app.tasks[leases.RUN_SESSION_TASK], "apply_async",
+                        lambda args=None, kwargs=None, **options: sent.append(args[0]))
+    assert leases.republish_queued(older_than_s=300) == [old.pk]
+    assert sent == [old.pk]
     old.refresh_from_db()
     assert timezone.now() - old.queued_at < timedelta(seconds=5)  # not published again at the next sweep
     assert leases.republish_queued(older_than_s=300) == []
