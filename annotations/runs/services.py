@@ -15,13 +15,13 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Count, Max, Min, Q, Subquery, Sum
+from django.db.models import Count, Min, Q, Sum
 from django.utils import timezone
 
 from agent import services as agent_services
 from agent.hygiene import clean_instance
 from agent.metrics import f_nc
-from agent.models import Database, Turn
+from agent.models import AgentSession, Database, Turn
 from agent.services import audit, spend
 from agent.services import locations as agent_locations
 from agent.services import sessions as session_services
@@ -569,16 +569,28 @@ def _dispatch(run_id: int, *, wait: bool) -> bool:
 
 def _needs_pass(*, run_id: int | None = None, session_id: int | None = None) -> int | None:
     """The run (given, or the session's) when its finished, uncollected sessions make a batch (or are all it
-    holds), else None. One read, without the run's lock."""
-    run = run_id if run_id is not None else Subquery(
-        RunItem.objects.filter(session_id=session_id).values("run_id")[:1])
-    counts = RunItem.objects.filter(run_id=run, predicted_sql="", prediction_note="", session__isnull=False) \
-        .order_by().aggregate(run_id=Max("run_id"), held=Count("pk"),
-                              finished=Count("pk", filter=~Q(session__status__in=UNFINISHED_SESSION)))
-    finished, held = counts["finished"], counts["held"]
+    holds), else None. One read, without the run's lock.
+
+    Written in SQL: it runs once per finished session, and the ORM took about 1 ms of CPU to build it, ten
+    times what the database took to answer. The literal empty strings let PostgreSQL use the partial index
+    of uncollected items (``runitem_uncollected``).
+    """
+    items, sessions_table = RunItem._meta.db_table, AgentSession._meta.db_table
+    if run_id is not None:
+        which, param = "%s", run_id
+    else:
+        which, param = f"(SELECT run_id FROM {items} WHERE session_id = %s LIMIT 1)", session_id
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT MAX(i.run_id), COUNT(*), SUM(CASE WHEN s.status IN (%s, %s) THEN 0 ELSE 1 END) "
+            f"FROM {items} i JOIN {sessions_table} s ON s.id = i.session_id "
+            f"WHERE i.run_id = {which} AND i.predicted_sql = '' AND i.prediction_note = ''",
+            [*UNFINISHED_SESSION, param])
+        found, held, finished = cursor.fetchone()
+    finished = int(finished or 0)
     if not finished or (finished < held and finished < max(1, held // DISPATCH_BATCH_SHARE)):
         return None
-    return counts["run_id"]
+    return found
 
 
 def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
