@@ -4,7 +4,7 @@
 dispatcher's two entry points (``run_dispatch``, the poll's, and ``run_session_finished``, a finished
 session's, which includes finding the session's run) wrapped to add up the CPU time of the threads running
 them, their passes counted, and a thread writing one JSON line per second to STATS_FILE: the process's CPU
-seconds, the dispatcher's, the number of calls and of passes, and the resident set size.
+seconds, the dispatcher's, the number of calls, of passes and of passes skipped, and the resident set size.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def main() -> None:
     from annotations.runs import services
 
     lock = threading.Lock()
-    dispatch_cpu = [0.0, 0, 0]  # CPU seconds, calls, passes
+    dispatch_cpu = [0.0, 0, 0, 0]  # CPU seconds, calls, passes, passes skipped (the run was held by another)
 
     def timed(original):
         def wrapper(**kwargs):
@@ -49,9 +49,10 @@ def main() -> None:
 
     def counted(original):
         def wrapper(*args, **kwargs):
+            result = original(*args, **kwargs)
             with lock:
-                dispatch_cpu[2] += 1
-            return original(*args, **kwargs)
+                dispatch_cpu[2 if result is not None else 3] += 1
+            return result
         return wrapper
 
     services.run_dispatch = timed(services.run_dispatch)
@@ -68,7 +69,8 @@ def main() -> None:
                 usage = resource.getrusage(resource.RUSAGE_SELF)
                 with lock:
                     line = {"t": time.time(), "cpu_s": usage.ru_utime + usage.ru_stime,
-                            "dispatch_cpu_s": dispatch_cpu[0], "dispatches": dispatch_cpu[1], "passes": dispatch_cpu[2], "rss_mb": _rss_mb()}
+                            "dispatch_cpu_s": dispatch_cpu[0], "dispatches": dispatch_cpu[1], "passes": dispatch_cpu[2],
+                            "skipped": dispatch_cpu[3], "rss_mb": _rss_mb()}
                 out.write(json.dumps(line) + "\n")
                 out.flush()
                 time.sleep(1)
