@@ -165,7 +165,8 @@ def hide_blind_labels(user, labels: QuerySet[Label], *, run_ids=None) -> QuerySe
     if blind is None:
         return labels
     own = Q(annotator_id=user.pk) if _active(user) else Q(pk__in=[])
-    return labels.exclude(Q(item_id__in=blind.values("pk")) & ~own & ~_open_items(user))
+    # the ids, not a subquery: inside the overview's grouped count PostgreSQL planned the subquery 20x slower
+    return labels.exclude(Q(item_id__in=list(blind.values_list("pk", flat=True))) & ~own & ~_open_items(user))
 
 
 def can_see_others_labels(user, item: RunItem) -> bool:
