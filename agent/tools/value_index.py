@@ -199,16 +199,25 @@ class CellSource:
                        + (" WHERE rowid > ?" if last is not None else "") + " ORDER BY rowid")
             else:
                 sql = f"SELECT NULL, {', '.join(exprs)} FROM {qt}"
+            batch: list[Any] = []
             try:
-                cursor = conn.execute(sql, () if last is None else (last,))
-                while batch := cursor.fetchmany(_PAGE):
-                    count(batch)
-                    last = batch[-1][0]
-                    if held > _HELD_CHARS:  # counted in parts; build_value_index adds the parts up
-                        self.spilled = True
-                        yield from flush()
+                # Row by row into a batch (not fetchmany): rows read before a failing one are all kept, so a
+                # restart resumes right at the row at fault.
+                for row in conn.execute(sql, () if last is None else (last,)):
+                    batch.append(row)
+                    if len(batch) >= _PAGE:
+                        count(batch)
+                        last = batch[-1][0]
+                        batch = []
+                        if held > _HELD_CHARS:  # counted in parts; build_value_index adds the parts up
+                            self.spilled = True
+                            yield from flush()
+                count(batch)
                 break
             except sqlite3.Error as exc:
+                if batch:
+                    count(batch)
+                    last = batch[-1][0]
                 if not _too_big(exc):
                     # A broken view or table must not stop the whole build; its cells are left out, and said so.
                     log.warning("SearchValue index: %s skipped, its rows could not be read: %s", table, exc)

@@ -113,3 +113,20 @@ def test_counts_handed_on_in_parts_add_up_to_the_same_index(connector, tmp_path,
     assert parts.counts["cells"] == whole.counts["cells"] and parts.counts["text_cells"] == whole.counts["text_cells"]
     index = ValueIndex(tmp_path / "b" / parts.version / VALUES_FILE)
     assert [(c.value, c.count) for c in index.search("France")][0] == ("France", 3)
+
+
+def test_each_too_long_cell_costs_one_restart_of_its_table_scan(hostile, tmp_path, monkeypatch):
+    restarts = []
+    step_past = value_index.CellSource._step_past
+    monkeypatch.setattr(value_index.CellSource, "_step_past",
+                        lambda self, *args: restarts.append(1) or step_past(self, *args))
+    for page in (value_index._PAGE, 7):  # the 200 MB cell inside the first page, and in the 286th
+        monkeypatch.setattr(value_index, "_PAGE", page)
+        restarts.clear()
+        connector = connect("sqlite", str(hostile))
+        try:
+            manifest = build_indexes(connector, tmp_path / f"idx{page}", column_backend="bm25")
+        finally:
+            connector.close()
+        assert manifest.counts["skipped_cells"] == 2 and manifest.counts["text_cells"] == 2 * 4002 - 2 + 3
+        assert len(restarts) == 2, (page, len(restarts))  # not one per row before the cell (a 50k-row hang)
