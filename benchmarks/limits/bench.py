@@ -6,7 +6,9 @@ For every hostile query of issue 13 it prints this process's peak RSS growth (th
 high-water mark, reset before each query through /proc/self/clear_refs), the peak RSS of the
 SQLite query process when there is one, the wall time, and the outcome, against the bounds:
 100 MB of growth per query and the statement limit + 1 s. Then the action parser on 1 MB
-inputs against its 50 ms bound. PostgreSQL rows run when --pg (or T2S_BENCH_PG_DSN) names a
+inputs against its 50 ms bound, and uploaded files: the SearchValue index build of a hostile SQLite file
+(a 200 MB text cell, a 300 MB blob) and BIRD prediction files (200k entries, 200,000-deep nesting, an
+entry past the limit), against 100 MB of growth. PostgreSQL rows run when --pg (or T2S_BENCH_PG_DSN) names a
 server where a scratch database can be created (it is dropped afterwards).
 """
 
@@ -125,7 +127,7 @@ def bench_pg(dsn: str, timeout: float) -> bool:
     _header()
     ok = True
     try:
-        with connect("postgresql", target, limits=Limits(timeout_s=timeout)) as db:
+        with connect("postgresql", target, limits=Limits(timeout_s=timeout), check_role=False) as db:  # scratch db
             for label, sql in PG_QUERIES:
                 def run(sql=sql):
                     res = db._run(sql, db.limits)
@@ -138,6 +140,112 @@ def bench_pg(dsn: str, timeout: float) -> bool:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
     return ok
+
+
+HOSTILE_DB = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1])
+conn.execute("CREATE TABLE item (id INTEGER PRIMARY KEY, name TEXT, body TEXT, data BLOB)")
+conn.executemany("INSERT INTO item(name, body) VALUES (?, ?)", [(f"alpha {i}", f"body {i}") for i in range(50000)])
+conn.execute("INSERT INTO item(name, body, data) VALUES ('hostile', printf('%.*c', 200000000, 'x'), "
+             "zeroblob(300000000))")
+conn.executemany("INSERT INTO item(name, body) VALUES (?, ?)", [(f"omega {i}", f"body {i}") for i in range(50000)])
+conn.commit()
+"""
+
+
+def _file_row(label, growth, seconds, outcome, *, bound_s):
+    ok = growth < RSS_BOUND and seconds < bound_s
+    print(f"| {label:<44} | {growth / MB:6.1f} | {seconds:6.2f} | {bound_s:5.0f} | {'yes' if ok else 'NO '} | "
+          f"{outcome} |")
+    return ok
+
+
+def _measure_any(run):
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+    before = _status("VmRSS")
+    started = time.monotonic()
+    try:
+        outcome = run()
+    except ValueError as exc:
+        outcome = f"{type(exc).__name__}: {str(exc)[:90]}"
+    return _status("VmHWM") - before, time.monotonic() - started, outcome
+
+
+def bench_files(pg: str = "") -> bool:
+    import shutil
+    import subprocess
+
+    from agent.tools import build_indexes
+    from annotations.evaluation.formats import load_bird_predictions
+
+    print("\nUploaded files (bound: 100 MB growth; the time bound is a sanity check on a shared machine)\n")
+    print("| input | RSS growth MB | s | bound s | within | outcome |\n|---|---|---|---|---|---|")
+    folder = Path(tempfile.mkdtemp(prefix="t2s-bench-files-"))
+    ok = True
+    try:
+        hostile = folder / "hostile.sqlite"
+        subprocess.run([sys.executable, "-c", HOSTILE_DB, str(hostile)], check=True)  # not in this process's RSS
+        with connect("sqlite", str(hostile)) as db:
+            def build():
+                manifest = build_indexes(db, folder / "idx", schema=db.introspect(with_stats=True),
+                                         column_backend="bm25")
+                c = manifest.counts
+                return f"built: {c['cells']:,} values of {c['text_cells']:,} text cells, {c['skipped_cells']} skipped"
+            ok &= _file_row("index build: 200 MB text cell + 300 MB blob", *_measure_any(build), bound_s=60)
+        tail = r"\t----- bird -----\tdb"  # the separator as written inside a JSON string
+        big = folder / "big.json"
+        with big.open("w") as out:
+            out.write("{\n" + ",\n".join(f'"{i}": "SELECT count(*) FROM t WHERE x > {i}{tail}"'
+                                           for i in range(200_000)) + "\n}\n")
+
+        def read_big():
+            parsed = load_bird_predictions(big, keep=lambda i: i < 1534)
+            return (f"{len(parsed.predictions):,} kept, {parsed.ignored:,} past 1,534 questions, "
+                    f"{len(parsed.issues)} issues")
+        label = f"BIRD predictions, 200k entries ({big.stat().st_size / MB:.0f} MB)"
+        ok &= _file_row(label, *_measure_any(read_big), bound_s=30)
+        deep = folder / "deep.json"
+        deep.write_text('{"0": ' + "[" * 200_000 + "]" * 200_000 + ',\n"1": "SELECT 1' + tail + '"}')
+
+        def read_deep():
+            parsed = load_bird_predictions(deep)
+            return f"{len(parsed.predictions)} kept; issue: {parsed.issues[0].message[:70]}"
+        ok &= _file_row("BIRD predictions, 200,000-deep entry", *_measure_any(read_deep), bound_s=5)
+        long_entry = folder / "long.json"
+        long_entry.write_text('{"0": "SELECT 1",\n"1": "' + "x" * 5_000_000 + '",\n"2": "SELECT 2"}')
+        ok &= _file_row("BIRD predictions, a 5 MB entry", *_measure_any(
+            lambda: str(load_bird_predictions(long_entry))), bound_s=5)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if pg:
+        ok &= _bench_pg_index(pg)
+    return ok
+
+
+def _bench_pg_index(dsn: str) -> bool:
+    import psycopg
+
+    from agent.tools import build_indexes
+
+    name = f"t2s_bench_{uuid.uuid4().hex[:8]}"
+    admin = psycopg.connect(dsn, autocommit=True)
+    admin.execute(f'CREATE DATABASE "{name}"')
+    target = dsn.rsplit("/", 1)[0] + "/" + name
+    try:
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute("CREATE TABLE item (id serial PRIMARY KEY, name text, body text)")
+            conn.execute("INSERT INTO item(name, body) SELECT 'alpha ' || g, 'body ' || g FROM generate_series(1, 50000) g")
+            conn.execute("INSERT INTO item(name, body) VALUES ('hostile', repeat('x', 200000000))")
+        with connect("postgresql", target, check_role=False) as db:  # a scratch database of its own
+            def build():
+                manifest = build_indexes(db, Path(tempfile.mkdtemp(prefix="t2s-bench-pgidx-")), column_backend="bm25")
+                return f"built: {manifest.counts['cells']:,} values of {manifest.counts['text_cells']:,} text cells"
+            return _file_row("PostgreSQL index build: 200 MB text cell", *_measure_any(build), bound_s=60)
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
 
 
 def bench_parser() -> bool:
@@ -175,6 +283,7 @@ def main(argv=None) -> int:
     else:
         print("\nPostgreSQL: skipped (pass --pg postgresql://user@host/db)")
     ok &= bench_parser()
+    ok &= bench_files(args.pg)
     print("\nall within their bounds" if ok else "\nSOME ROWS ARE OUT OF BOUNDS")
     return 0 if ok else 1
 
