@@ -50,3 +50,19 @@ def test_indexes_and_tools_on_postgres(pg_database: str, pg_reader, tmp_path: Pa
             time.sleep(0.2)
         assert is_stale(manifest, db)
     clear_cache()
+
+
+@pytest.mark.postgres
+def test_a_huge_cell_stays_on_the_server_during_the_index_build(pg_database: str, pg_reader, tmp_path: Path) -> None:
+    from agent.tools.value_index import VALUES_FILE, ValueIndex
+
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE note (id integer PRIMARY KEY, body text)")
+        conn.execute("INSERT INTO note SELECT g, 'note ' || g FROM generate_series(1, 500) g")
+        conn.execute("INSERT INTO note VALUES (501, repeat('x', 30000000)), (502, repeat('long ', 300) || 'tail')")
+    with connect("postgresql", pg_reader(("public",))) as db:
+        manifest = build_indexes(db, tmp_path / "idx", column_backend="bm25")
+    assert manifest.counts["text_cells"] == 501  # the 30 MB cell is left out on the server
+    index = ValueIndex(tmp_path / "idx" / manifest.version / VALUES_FILE)
+    assert [c.value for c in index.search("note 250")][0] == "note 250"
+    assert [len(c.value) for c in index.search("long")] == [1000]  # cut to 1,000 characters on the server
