@@ -542,10 +542,13 @@ def run_dispatch(*, run: Run) -> bool:
     return _dispatch(run.pk, wait=True)
 
 
-# A finished session fills its slot only once this share of the slots its run holds is free (1 slot up to
-# 15 held, 2 at 16, 8 at 64): a pass then starts several sessions for about the cost of one, and at most
-# that many slots wait for the next finishing session. The last session in flight always passes.
+# A finished session fills its slot only once this share of the slots its run holds is free, and at most
+# DISPATCH_BATCH_MAX (1 slot up to 15 held, then 2): a pass then starts two sessions for little more than the
+# cost of one, and at most one slot waits for the next finishing session. Larger batches saved passes but
+# left more slots idle: an LLM-bound run at concurrency 64 reached 67 % of its ideal with batches of 8,
+# 73 % with 1 (bench-runs, 2026-11-25, load 5). The last session in flight always passes.
 DISPATCH_BATCH_SHARE = 8
+DISPATCH_BATCH_MAX = 2
 
 
 def _dispatch(run_id: int, *, wait: bool) -> bool:
@@ -588,7 +591,8 @@ def _needs_pass(*, run_id: int | None = None, session_id: int | None = None) -> 
             [*UNFINISHED_SESSION, param])
         found, held, finished = cursor.fetchone()
     finished = int(finished or 0)
-    if not finished or (finished < held and finished < max(1, held // DISPATCH_BATCH_SHARE)):
+    batch = max(1, min(DISPATCH_BATCH_MAX, held // DISPATCH_BATCH_SHARE))
+    if not finished or (finished < held and finished < batch):
         return None
     return found
 
