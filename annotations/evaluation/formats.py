@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.jsonstream import JSONStream, JSONValueTooLong
-from agent.textclean import MAX_JSON_DEPTH, JSONTooDeep, check_json_depth, json_loads
+from agent.textclean import MAX_JSON_DEPTH, JSONTooDeep, json_loads
 
 from .records import EvalItem, GoldItem, ParseIssue, Prediction, PredictionSet
 
@@ -226,75 +226,36 @@ def iter_json_array(path: str | Path, *, chunk: int = STREAM_CHUNK,
                     max_entry: int = MAX_ENTRY_CHARS) -> Iterator[Any]:
     """The entries of a JSON array file, one at a time: memory holds one chunk and one entry, never the file.
 
-    Each entry is decoded with ``raw_decode`` as soon as the buffer holds all of it; an entry still cut by the
-    chunk boundary waits for the next chunk. Nesting deeper than ``MAX_JSON_DEPTH`` is ``JSONTooDeep``; anything
-    else malformed is a ``ValueError`` naming the entry."""
-    decoder = json.JSONDecoder()
+    Read with ``agent.jsonstream`` (``raw_decode`` over chunks; an entry cut by a chunk's end waits for the
+    next). Nesting deeper than ``MAX_JSON_DEPTH`` is ``JSONTooDeep``; anything else malformed is a
+    ``ValueError`` naming the entry."""
     with Path(path).open(encoding="utf-8", errors="replace") as handle:
-        buf, pos, eof = "", 0, False
-
-        def fill() -> bool:
-            nonlocal buf, pos, eof
-            more = handle.read(chunk)
-            if not more:
-                eof = True
-                return False
-            buf, pos = buf[pos:] + more, 0
-            return True
-
-        def skip_ws() -> None:
-            nonlocal pos
-            while True:
-                while pos < len(buf) and buf[pos] in " \t\r\n":
-                    pos += 1
-                if pos < len(buf) or not fill():
-                    return
-
-        skip_ws()
-        if pos >= len(buf) or buf[pos] != "[":
+        stream = JSONStream(handle, chunk=chunk, max_value=max_entry)
+        if not stream.take("["):
             raise ValueError("expected a JSON array")
-        pos += 1
-        skip_ws()
-        if pos < len(buf) and buf[pos] == "]":
+        if stream.take("]"):
             return
         n = 0
         while True:
-            skip_ws()
-            while True:
-                try:
-                    value, end = decoder.raw_decode(buf, pos)
-                except RecursionError:
-                    raise JSONTooDeep(f"entry {n + 1}: JSON nested deeper than {MAX_JSON_DEPTH} levels "
-                                      "(the limit)") from None
-                except json.JSONDecodeError as exc:
-                    if eof:
-                        raise ValueError(f"entry {n + 1}: not JSON ({exc.msg})") from None
-                    if len(buf) - pos > max_entry:
-                        raise ValueError(f"entry {n + 1} is longer than {max_entry} characters") from None
-                    fill()
-                    continue
-                # A number or literal may go on in the next chunk ("0" of "0.5"): decode again once a delimiter
-                # follows it (objects, arrays and strings end with their own closing character).
-                if not isinstance(value, dict | list | str) and not eof \
-                        and (end == len(buf) or buf[end] not in ",] \t\r\n") and fill():
-                    continue
-                break
             try:
-                check_json_depth(value, max_depth=MAX_JSON_DEPTH - 1)  # the array itself is one level
+                value = stream.value(depth=1)  # the array itself is one level
             except JSONTooDeep:
                 raise JSONTooDeep(f"entry {n + 1}: JSON nested deeper than {MAX_JSON_DEPTH} levels "
                                   "(the limit)") from None
+            except JSONValueTooLong:
+                raise ValueError(f"entry {n + 1} is longer than {max_entry} characters") from None
+            except ValueError as exc:
+                raise ValueError(f"entry {n + 1}: {str(exc).split(': ', 1)[-1]}") from None
             yield value
             n += 1
-            pos = end
-            skip_ws()
-            if pos >= len(buf):
+            char = stream.peek()
+            if not char:
                 raise ValueError(f"the array ends after entry {n} without ']'")
-            if buf[pos] == "]":
+            if char == "]":
                 return
-            if buf[pos] != ",":
+            if char != ",":
                 raise ValueError(f"expected ',' or ']' after entry {n}")
-            pos += 1
+            stream.pos += 1
 
 
 def _entry(e: Any, i: int, *keys: str) -> dict:
