@@ -79,8 +79,10 @@ class JSONStream:
         return True
 
     def line_of(self, pos: int) -> int:
-        """The line of an absolute position at or after the start of the buffer."""
+        """The line of an absolute position at or after the start of the buffer (an earlier one counts as the
+        buffer's start: what was before it is gone)."""
         buf, base = self._buf, self._offset
+        pos = max(pos, base)
         if pos >= self._counted:
             self._line += buf.count("\n", self._counted - base, pos - base)
             self._counted = pos

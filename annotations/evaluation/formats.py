@@ -156,7 +156,7 @@ def parse_bird_predictions(text: str | Iterable[str], *, keep: Callable[[int], b
             if entries > MAX_PREDICTION_ENTRIES:
                 raise PredictionFileTooLarge(f"more than {MAX_PREDICTION_ENTRIES:,} entries (the limit for one "
                                              "prediction file)")
-            start = stream.pos
+            start_line = stream.line_of(stream.pos)  # now: the buffer may move past the entry's start below
             try:
                 key = stream.value(depth=1)
                 stream.expect(":", "':' after the key")
@@ -167,7 +167,7 @@ def parse_bird_predictions(text: str | Iterable[str], *, keep: Callable[[int], b
                 raise PredictionFileTooLarge(str(exc).replace("one entry", "an entry")) from None
             except ValueError as exc:
                 message = str(exc).split(": ", 1)[-1]  # without the "line N: " prefix
-                issues.append(ParseIssue(stream.line_of(start), f"invalid JSON entry ({message})"))
+                issues.append(ParseIssue(start_line, f"invalid JSON entry ({message})"))
                 stream.skip_line()  # resynchronise on the next line: entries are usually one per line
                 continue
             lineno = stream.line_of(value_pos)
