@@ -7,7 +7,6 @@ no single query may raise the process by more than 100 MB nor run past its limit
 
 import sqlite3
 import time
-from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -18,32 +17,10 @@ from agent.sql.sandbox import SQLiteSandbox
 from agent.sql.sqlite import SQLiteConnector
 from agent.tools.execute_sql import execute_sql
 from annotations.evaluation.runner import run_query
+from tests.support.memory import measured
 
 MB = 1024 * 1024
 RSS_BOUND = 100 * MB
-
-
-def _status(field):
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(field)
-
-
-@contextmanager
-def measured():
-    """Yields a dict filled with ``rss_growth`` (peak RSS minus RSS before) and ``seconds``."""
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")  # resets VmHWM to the current RSS
-    before = _status("VmRSS")
-    out = {}
-    started = time.monotonic()
-    try:
-        yield out
-    finally:
-        out["seconds"] = time.monotonic() - started
-        out["rss_growth"] = _status("VmHWM") - before
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 from agent.sql import connect
 from agent.tools import build_indexes, value_index
 from agent.tools.value_index import VALUES_FILE, ValueIndex, ValueIndexLimit
+from tests.support.memory import peak_growth, reset_peak
 
 HOSTILE = """
 import sqlite3, sys
@@ -34,18 +35,6 @@ conn.commit()
 """
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(field)
-
-
-def _reset_peak() -> int:
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")
-    return _status("VmRSS")
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +47,11 @@ def hostile(tmp_path_factory) -> Path:
 def test_a_200mb_cell_and_a_300mb_blob_are_skipped_unread_and_the_rest_is_indexed(hostile, tmp_path):
     connector = connect("sqlite", str(hostile))
     try:
-        before = _reset_peak()
+        before = reset_peak()
         started = time.perf_counter()
         schema = connector.introspect(with_stats=True)
         manifest = build_indexes(connector, tmp_path / "idx", schema=schema, column_backend="bm25")
-        growth, seconds = _status("VmHWM") - before, time.perf_counter() - started
+        growth, seconds = peak_growth(before), time.perf_counter() - started
     finally:
         connector.close()
     assert growth < 40 * 1024 * 1024, growth  # the cells are 200 MB and 300 MB

@@ -17,23 +17,12 @@ from agent.roles import CURATOR, VIEWER
 from annotations.exemplars.importer import JSON_FORMAT, JSON_FORMAT_VERSION
 from annotations.models import Exemplar, ExemplarSet
 from tests.conftest import give_roles
+from tests.support.memory import peak_growth, reset_peak
 
 pytestmark = pytest.mark.django_db
 DEEP = "[" * 200_000 + "]" * 200_000
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(field)
-
-
-def _reset_peak() -> int:
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")
-    return _status("VmRSS")
 
 
 def exemplar(i: int, *, schema: str = "") -> str:
@@ -66,11 +55,11 @@ def test_a_small_export_imports_from_the_stream(tmp_path):
 def test_200k_exemplars_are_refused_at_the_stated_limit_with_bounded_memory(tmp_path):
     path = write_export(tmp_path / "many.json", (exemplar(i) for i in range(200_000)))  # 76 MB
     count = Exemplar.objects.count()
-    before = _reset_peak()
+    before = reset_peak()
     with override_settings(T2S={**settings.T2S, "UPLOAD_MAX_EXEMPLAR_BYTES": 200 * 1024 * 1024}), \
             pytest.raises(CommandError, match="more than 5,000 exemplars in one import \\(the limit\\)"):
         call_command("import_exemplars", str(path), "--format", "json", stdout=StringIO())
-    assert _status("VmHWM") - before < 30 * 1024 * 1024
+    assert peak_growth(before) < 30 * 1024 * 1024
     assert not ExemplarSet.objects.filter(name="bulk").exists() and Exemplar.objects.count() == count
 
 
@@ -80,10 +69,10 @@ def test_a_bad_exemplar_in_the_middle_of_a_large_file_imports_nothing(tmp_path):
                                                 else json.dumps({"question": "", "steps": "none"})
                                                 for i in range(4_000)))  # 12 MB
     count = Exemplar.objects.count()
-    before = _reset_peak()
+    before = reset_peak()
     with pytest.raises(CommandError) as caught:
         call_command("import_exemplars", str(path), "--format", "json", stdout=StringIO())
-    growth = _status("VmHWM") - before
+    growth = peak_growth(before)
     assert "Nothing was imported" in str(caught.value) and "exemplars[2000]: no question." in str(caught.value)
     assert growth < 16 * 1024 * 1024, growth  # 6 MB measured; the whole file decoded at once took 27 MB
     assert not ExemplarSet.objects.filter(name="bulk").exists() and Exemplar.objects.count() == count

@@ -12,16 +12,9 @@ from django.core.management import CommandError, call_command
 from annotations.evaluation.formats import parse_bird_predictions
 from annotations.runs import services
 from annotations.runs.models import Dataset, DatasetQuestion
+from tests.support.memory import peak_growth, reset_peak
 
 DEEP = "[" * 200_000 + "]" * 200_000
-
-
-def _status(field):
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(field)
 
 
 def write_jsonl(path, n, extra=""):
@@ -38,12 +31,10 @@ def write_jsonl(path, n, extra=""):
 def test_large_jsonl_import_streams_with_bounded_memory_and_reports_progress(tmp_path):
     path = write_jsonl(tmp_path / "big.jsonl", 30_000)
     seen = []
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")
-    before = _status("VmRSS")
+    before = reset_peak()
     dataset = services.dataset_import(kind="jsonl", path=path, name="big", register_databases=False,
                                       progress=lambda done, total: seen.append((done, total)))
-    growth = _status("VmHWM") - before
+    growth = peak_growth(before)
     assert dataset.question_count == 30_000 and DatasetQuestion.objects.filter(dataset=dataset).count() == 30_000
     assert seen[0] == (0, 30_000) and seen[-1] == (30_000, 30_000)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen) and len(seen) == 1 + 30_000 // services.IMPORT_BATCH

@@ -16,23 +16,12 @@ from annotations.evaluation import formats
 from annotations.runs import services
 from annotations.runs.models import Run
 from tests.conftest import give_roles
+from tests.support.memory import peak_growth, reset_peak
 
 DEEP = "[" * 200_000 + "]" * 200_000
 SEP = "\t----- bird -----\t"
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(field)
-
-
-def _reset_peak() -> int:
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")
-    return _status("VmRSS")
 
 
 def write_bird(path, n: int, *, middle: str | None = None):
@@ -49,15 +38,15 @@ def write_bird(path, n: int, *, middle: str | None = None):
 
 def test_a_200k_entry_bird_file_is_read_as_a_stream_with_bounded_memory(tmp_path):
     path = write_bird(tmp_path / "big.json", 200_000)  # 14 MB
-    before = _reset_peak()
+    before = reset_peak()
     parsed = formats.load_bird_predictions(path, keep=lambda i: i < 1_000)
-    growth = _status("VmHWM") - before
+    growth = peak_growth(before)
     assert len(parsed.predictions) == 1_000 and parsed.ignored == 199_000 and not parsed.issues
     assert parsed.predictions[-1].line == 1_001 and parsed.predictions[0].db_id == "shop"
     assert growth < 30 * 1024 * 1024, growth  # the file is 14 MB; one chunk (1 M characters) is held
-    before = _reset_peak()
+    before = reset_peak()
     parsed = formats.load_bird_predictions(path)  # every entry kept: the predictions themselves, not the text
-    growth = _status("VmHWM") - before
+    growth = peak_growth(before)
     assert len(parsed.predictions) == 200_000 and parsed.predictions[-1].line == 200_001
     assert growth < 120 * 1024 * 1024, growth
 
