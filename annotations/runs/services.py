@@ -625,12 +625,11 @@ def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
         # Not ``run.items``: a related manager reads each item's run_id back (one query per item with only()),
         # and the model's ordering would join the questions for nothing.
         items = RunItem.objects.filter(run_id=run.pk, predicted_sql="", prediction_note="").order_by()
-        in_flight = list(items.filter(session__isnull=False).select_related("session").only(
-            "pk", "run_id", "session__status", "session__final_sql"))
-        done = [i for i in in_flight if i.session.status not in UNFINISHED_SESSION]
-        for item in done:
-            item.predicted_sql = item.session.final_sql
-            item.prediction_note = "" if item.session.final_sql else f"agent: {item.session.get_status_display()}"
+        in_flight = _in_flight(run.pk)
+        labels = dict(AgentSession.Status.choices)
+        done = [RunItem(pk=pk, session_id=session_id, predicted_sql=final_sql,
+                        prediction_note="" if final_sql else f"agent: {labels.get(status, status)}")
+                for pk, session_id, status, final_sql in in_flight if status not in UNFINISHED_SESSION]
         active = len(in_flight) - len(done)
         waiting = items.filter(session__isnull=True, question__database__isnull=False)
         cap = run.config.get("spend_cap")
@@ -646,12 +645,41 @@ def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
             started, refused = _start_sessions(run, list(
                 waiting.exclude(_PREPARING_ITEM).select_related("question__database")
                 .defer(*_DEFERRED).order_by("pk")[:capacity]))
-        # The collected, the started and the refused items in one UPDATE.
-        RunItem.objects.bulk_update(done + started + refused, ["predicted_sql", "prediction_note", "session"])
+        _write_items(done + started + refused)
         if active + len(started) or waiting.exists():
             return True
         run_evaluate_queue(run=run)
     return False
+
+
+def _in_flight(run_id: int) -> list[tuple[int, int, str, str]]:
+    """(item id, session id, session status, final SQL) of the run's items holding a session not yet collected.
+
+    Written in SQL, as the two statements below: they run at every pass, and the ORM spent more CPU building
+    them (and Django's bulk_update its CASE expressions, one object per item and field) than the database
+    spent answering them. The literal empty strings let PostgreSQL use ``runitem_uncollected``.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT i.id, i.session_id, s.status, s.final_sql FROM {RunItem._meta.db_table} i "
+            f"JOIN {AgentSession._meta.db_table} s ON s.id = i.session_id "
+            f"WHERE i.run_id = %s AND i.predicted_sql = '' AND i.prediction_note = ''", [run_id])
+        return cursor.fetchall()
+
+
+def _write_items(items: list[RunItem]) -> None:
+    """The pass's collected, started and refused items (prediction, note, session) in one UPDATE."""
+    if not items:
+        return
+    sets, params = [], []
+    for column, cast in (("predicted_sql", "TEXT"), ("prediction_note", "TEXT"), ("session_id", "BIGINT")):
+        # CAST: a column of NULLs (no refused item has a session) has no type of its own on PostgreSQL.
+        sets.append(f"{column} = CAST(CASE id {' '.join(['WHEN %s THEN %s'] * len(items))} END AS {cast})")
+        for item in items:
+            params += [item.pk, getattr(item, column)]
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {RunItem._meta.db_table} SET {', '.join(sets)} "
+                       f"WHERE id IN ({', '.join(['%s'] * len(items))})", [*params, *(i.pk for i in items)])
 
 
 # JSON and long text columns the dispatcher never needs (a database's schema is tens of kB).
