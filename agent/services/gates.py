@@ -8,6 +8,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from django.db import connection
+
 from agent.conf import agent_settings
 from agent.llm import ChatModel, GatedChatModel, PlannedCall, PriceTable
 from agent.models import LLMEndpoint
@@ -19,7 +21,11 @@ def endpoint_concurrency(name: str) -> int:
     """The endpoint record's ``max_concurrency`` now (an edit applies to the next call); the endpoint set by
     environment variables, which has no record, takes ``LLM_MAX_CONCURRENCY`` (it took the record field's
     default of 8, which halved a worker running 16 sessions at once)."""
-    limit = LLMEndpoint.objects.filter(name=name).values_list("max_concurrency", flat=True).first()
+    # Read before every LLM call: in SQL, as the ORM took about 0.45 ms of CPU to build it.
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT max_concurrency FROM {LLMEndpoint._meta.db_table} WHERE name = %s", [name])
+        row = cursor.fetchone()
+    limit = row[0] if row else None
     if limit is None:
         return max(1, int(agent_settings.LLM_MAX_CONCURRENCY))
     return int(limit or LLMEndpoint._meta.get_field("max_concurrency").default)

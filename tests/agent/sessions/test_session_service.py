@@ -196,3 +196,15 @@ def test_a_turn_is_stored_once_and_counted_once_and_never_under_a_lost_lease(spi
     sessions._store_turn(session.pk, session.lease, records[-1], list(records[0].messages))
     session.refresh_from_db()
     assert session.rounds == 3 and Turn.objects.filter(session=session).count() == 2
+
+
+def test_a_running_session_asked_to_stop_stops_before_its_next_llm_call(spider_database, replay_llm):
+    db = spider_database("concert_singer")
+    server = replay_llm([f'Thought: Count them.\nAction: ExecuteSQL("{COUNT_SQL}")', "Thought: Done.\nAction: Done"])
+    session = sessions.session_create(database=db, question=QUESTION, enqueue=False)
+    # The cancel arrives once the worker holds it (session_cancel sets this flag on a running session).
+    AgentSession.objects.filter(pk=session.pk).update(cancel_requested=True)
+    sessions.session_execute(session_id=session.pk)
+    session.refresh_from_db()
+    assert session.status == AgentSession.Status.CANCELLED
+    assert server.chat_requests() == []
