@@ -69,6 +69,12 @@ def can_create_queues(user) -> bool:
     return _perm(user, "annotations.add_queue")
 
 
+def can_be_assigned(user, run: Run) -> bool:
+    """Whether ``user`` may be named an assignee of a queue on ``run``: an active account that may label and
+    sees the run (a queue assigned to anyone else would be work nobody can do)."""
+    return bool(user.is_active and can_label(user) and visible_runs(user).filter(pk=run.pk).exists())
+
+
 def can_import_datasets(user) -> bool:
     """Importing registers the dataset's databases: Operators."""
     return _perm(user, "annotations.add_dataset")

@@ -11,7 +11,7 @@ class QueueForm(forms.ModelForm):
     run = forms.ModelChoiceField(queryset=Run.objects.all())
     taxonomy_version = forms.ModelChoiceField(queryset=TaxonomyVersion.objects.select_related("taxonomy"))
     assignees = forms.ModelMultipleChoiceField(
-        queryset=get_user_model().objects.order_by("username"), required=False,
+        queryset=get_user_model().objects.filter(is_active=True).order_by("username"), required=False,
         help_text="Empty: anyone who may label.")
 
     class Meta:

@@ -312,6 +312,11 @@ def queue_create(*, run: Run, name: str, taxonomy_version: TaxonomyVersion, user
     policies.check_can_create_queue(user)
     if max_annotators < 1:
         raise ValidationError("At least one annotator per question.")
+    unable = sorted(u.get_username() for u in assignees if not policies.can_be_assigned(u, run))
+    if unable:
+        raise ValidationError({"assignees": [f"{', '.join(unable)} cannot label this run's questions (an "
+                                             "assignee needs an active account with the Annotator role that "
+                                             "sees the run's databases)."]})
     queue = Queue.objects.create(run=run, name=name, taxonomy_version=taxonomy_version, db_id=db_id,
                                  difficulty=difficulty, join_count=join_count, max_annotators=max_annotators,
                                  blind=blind, created_by=user)

@@ -225,6 +225,25 @@ def test_a_curator_creates_a_blind_queue_with_assignees_and_bad_input_gets_field
     assert denied.status_code == 403 and Queue.objects.count() == 1
 
 
+def test_a_queue_is_assigned_only_to_people_who_can_label_its_run(client, account, dataset):
+    run = _imported_run(dataset)
+    version = default_taxonomy_version()
+    account("ann1", ANNOTATOR)
+    account("vera", VIEWER)  # may read, not label
+    gone = account("gone", ANNOTATOR)
+    gone.is_active = False
+    gone.save()
+    client.force_login(account("cora", CURATOR))
+    refused = post(client, "/api/queues/", {"name": "q", "run": run.pk, "taxonomy_version": version.pk,
+                                            "assignees": ["ann1", "vera", "gone"]})
+    assert refused.status_code == 400, refused.content
+    [message] = refused.json()["assignees"]
+    assert message.startswith("gone, vera cannot label this run's questions") and "ann1" not in message
+    assert Queue.objects.count() == 0
+    assert post(client, "/api/queues/", {"name": "q", "run": run.pk, "taxonomy_version": version.pk,
+                                         "assignees": ["ann1"]}).status_code == 201
+
+
 def test_a_curator_sets_and_unsets_final_labels_and_annotators_may_not(client, account, dataset):
     run = _imported_run(dataset)
     version = default_taxonomy_version()
