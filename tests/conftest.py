@@ -31,6 +31,21 @@ def service_unavailable(what: str) -> None:
     pytest.skip(f"{what} unreachable")
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, and at the end of the session the connections other threads left open
+    to it closed first (a lease keeper or progress thread of an in-process worker holds its own): otherwise
+    dropping the database warns that it "is being accessed by other users" and leaves it behind."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+
 @pytest.fixture
 def upload_dir(settings) -> Path:
     """This test's data directory: SQLite files the web, the API and the admin may register."""
