@@ -67,15 +67,16 @@ def _status(field: str, pid: str = "self") -> int:
     return 0
 
 
-def _measure(run):
+def _measure(run, refusals: tuple[type[Exception], ...] = (SQLError,), width: int = 70):
+    """(peak RSS growth, seconds, outcome) of ``run()``; a refusal of the given kinds is its outcome."""
     with open("/proc/self/clear_refs", "w") as refs:
         refs.write("5")
     before = _status("VmRSS")
     started = time.monotonic()
     try:
         outcome = run()
-    except SQLError as exc:
-        outcome = f"{type(exc).__name__}: {str(exc)[:70]}"
+    except refusals as exc:
+        outcome = f"{type(exc).__name__}: {str(exc)[:width]}"
     seconds = time.monotonic() - started
     return _status("VmHWM") - before, seconds, outcome
 
@@ -161,18 +162,6 @@ def _file_row(label, growth, seconds, outcome, *, bound_s):
     return ok
 
 
-def _measure_any(run):
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")
-    before = _status("VmRSS")
-    started = time.monotonic()
-    try:
-        outcome = run()
-    except ValueError as exc:
-        outcome = f"{type(exc).__name__}: {str(exc)[:90]}"
-    return _status("VmHWM") - before, time.monotonic() - started, outcome
-
-
 def bench_files(pg: str = "") -> bool:
     import shutil
     import subprocess
@@ -193,7 +182,8 @@ def bench_files(pg: str = "") -> bool:
                                          column_backend="bm25")
                 c = manifest.counts
                 return f"built: {c['cells']:,} values of {c['text_cells']:,} text cells, {c['skipped_cells']} skipped"
-            ok &= _file_row("index build: 200 MB text cell + 300 MB blob", *_measure_any(build), bound_s=60)
+            ok &= _file_row("index build: 200 MB text cell + 300 MB blob", *_measure(build, (ValueError,), 90),
+                            bound_s=60)
         tail = r"\t----- bird -----\tdb"  # the separator as written inside a JSON string
         big = folder / "big.json"
         with big.open("w") as out:
@@ -205,18 +195,18 @@ def bench_files(pg: str = "") -> bool:
             return (f"{len(parsed.predictions):,} kept, {parsed.ignored:,} past 1,534 questions, "
                     f"{len(parsed.issues)} issues")
         label = f"BIRD predictions, 200k entries ({big.stat().st_size / MB:.0f} MB)"
-        ok &= _file_row(label, *_measure_any(read_big), bound_s=30)
+        ok &= _file_row(label, *_measure(read_big, (ValueError,), 90), bound_s=30)
         deep = folder / "deep.json"
         deep.write_text('{"0": ' + "[" * 200_000 + "]" * 200_000 + ',\n"1": "SELECT 1' + tail + '"}')
 
         def read_deep():
             parsed = load_bird_predictions(deep)
             return f"{len(parsed.predictions)} kept; issue: {parsed.issues[0].message[:70]}"
-        ok &= _file_row("BIRD predictions, 200,000-deep entry", *_measure_any(read_deep), bound_s=5)
+        ok &= _file_row("BIRD predictions, 200,000-deep entry", *_measure(read_deep, (ValueError,), 90), bound_s=5)
         long_entry = folder / "long.json"
         long_entry.write_text('{"0": "SELECT 1",\n"1": "' + "x" * 5_000_000 + '",\n"2": "SELECT 2"}')
-        ok &= _file_row("BIRD predictions, a 5 MB entry", *_measure_any(
-            lambda: str(load_bird_predictions(long_entry))), bound_s=5)
+        ok &= _file_row("BIRD predictions, a 5 MB entry", *_measure(
+            lambda: str(load_bird_predictions(long_entry)), (ValueError,), 90), bound_s=5)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if pg:
@@ -242,7 +232,8 @@ def _bench_pg_index(dsn: str) -> bool:
             def build():
                 manifest = build_indexes(db, Path(tempfile.mkdtemp(prefix="t2s-bench-pgidx-")), column_backend="bm25")
                 return f"built: {manifest.counts['cells']:,} values of {manifest.counts['text_cells']:,} text cells"
-            return _file_row("PostgreSQL index build: 200 MB text cell", *_measure_any(build), bound_s=60)
+            return _file_row("PostgreSQL index build: 200 MB text cell", *_measure(build, (ValueError,), 90),
+                             bound_s=60)
     finally:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
