@@ -184,14 +184,19 @@ class SessionCreateSerializer(serializers.Serializer):
 
 
 
-class SessionCursorPagination(CursorPagination):
-    """Newest first, by cursor: ``next``/``previous`` links carry the position, so page 5,000 costs what page 1
-    does (an offset re-read every earlier row). ``?page_size=`` up to 200."""
+class ListCursorPagination(CursorPagination):
+    """The API's long lists, by cursor: ``next``/``previous`` links carry the position, so page 5,000 costs what
+    page 1 does (an offset re-read every earlier row). ``?page_size=`` up to 200. Each list sets its ordering."""
 
-    ordering = ("-created_at", "-id")
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 200
+
+
+class SessionCursorPagination(ListCursorPagination):
+    """Newest first."""
+
+    ordering = ("-created_at", "-id")
 
 
 class TurnCursorPagination(CursorPagination):

@@ -9,14 +9,13 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agent import policies as agent_policies
-from agent.api import field_errors
+from agent.api import ListCursorPagination, field_errors
 from agent.api_permissions import PolicyPermission
 from agent.models import Database
 from annotations import policies
@@ -89,13 +88,10 @@ class ReviewSerializer(serializers.Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, default="")
 
 
-class ExemplarCursorPagination(CursorPagination):
-    """Newest first, by cursor (``next``/``previous`` carry the position). ``?page_size=`` up to 200."""
+class ExemplarCursorPagination(ListCursorPagination):
+    """Newest first."""
 
     ordering = ("-id",)
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 200
 
 
 class ExemplarViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,

@@ -9,12 +9,11 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent.api import field_errors
+from agent.api import ListCursorPagination, field_errors
 from agent.api_permissions import PolicyPermission
 from annotations import policies
 from annotations.labels import services
@@ -64,14 +63,10 @@ class LabelUpdateSerializer(serializers.Serializer):
     corrected_sql = serializers.CharField(required=False, allow_blank=True)
 
 
-class LabelCursorPagination(CursorPagination):
-    """By question, then category, by cursor: the ``next`` link carries the position, so the last page of a run's
-    labels costs what the first does (an offset re-read every earlier label). ``?page_size=`` up to 200."""
+class LabelCursorPagination(ListCursorPagination):
+    """By question, then category."""
 
     ordering = ("item_id", "category__position", "id")
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 200
 
 
 class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,

@@ -9,13 +9,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.pagination import CursorPagination, LimitOffsetPagination
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agent.api import ImportJobSerializer, field_errors
+from agent.api import ImportJobSerializer, ListCursorPagination, field_errors
 from agent.api_permissions import PolicyPermission
 from agent.strategies import STRATEGIES
 from annotations import policies
@@ -227,14 +227,10 @@ class RunCreateSerializer(serializers.Serializer):
         self.fields["dataset"].queryset = policies.visible_datasets(request.user if request else None)
 
 
-class RunCursorPagination(CursorPagination):
-    """Newest first, by cursor (``next``/``previous`` carry the position: a deep page costs what the first does).
-    ``?page_size=`` up to 200."""
+class RunCursorPagination(ListCursorPagination):
+    """Newest first."""
 
     ordering = ("-created_at", "-id")
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 200
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
