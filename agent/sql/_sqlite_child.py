@@ -53,7 +53,9 @@ def row_size(row: tuple) -> int:
 
 
 def human_bytes(n: int) -> str:
-    """``2 MB``, ``16 KB``, ``900 bytes`` (the same wording as ``agent.sql.base.human_bytes``)."""
+    """``2 MB``, ``16 KB``, ``900 bytes``, ``1 GB`` (the same wording as ``agent.sql.base.human_bytes``)."""
+    if n >= 1000 * 1024 * 1024:
+        return f"{n / (1024 * 1024 * 1024):.3g} GB"
     if n >= 1024 * 1024:
         return f"{n / (1024 * 1024):.3g} MB"
     if n >= 1024:

@@ -227,3 +227,18 @@ def test_postgres_single_long_function_call_is_cut_at_the_limit(pg_target):
             db._run("SELECT length(repeat(repeat('x', 100000000), 9))", Limits(timeout_s=0.5))
         assert time.monotonic() - started < 0.5 + 1
         assert db.execute("SELECT count(*) FROM t").rows == [(100,)]  # a fresh connection
+
+
+def test_the_query_process_names_sizes_and_rows_as_the_connectors_do():
+    """agent/sql/_sqlite_child.py runs isolated (``python -I -S``) and keeps its own copies of row_size and
+    human_bytes: they must stay the twins of agent.sql.base's, or the same limit reads two ways."""
+    import runpy
+
+    from agent.sql import base
+    from agent.sql.sandbox import CHILD_SCRIPT
+
+    child = runpy.run_path(str(CHILD_SCRIPT), run_name="t2s_child_under_test")
+    for n in (0, 900, 2_000, 16 * 1024 * 1024, 999 * 1024 * 1024, 1024 ** 3, 8 * 1024 ** 3):
+        assert child["human_bytes"](n) == base.human_bytes(n), n
+    for row in [(), (1, "abc", None, 2.5, b"\x00" * 100)]:
+        assert child["row_size"](row) == base.row_size(row)
