@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agent.sql import Limits, SQLError, connect
 from agent.strategies.parsing import parse_step
+from tests.support.memory import peak_growth, reset_peak, status_bytes
 
 MB = 1024 * 1024
 RSS_BOUND = 100 * MB
@@ -59,26 +60,16 @@ COMPLETIONS = [
 ]
 
 
-def _status(field: str, pid: str = "self") -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def _measure(run, refusals: tuple[type[Exception], ...] = (SQLError,), width: int = 70):
     """(peak RSS growth, seconds, outcome) of ``run()``; a refusal of the given kinds is its outcome."""
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")
-    before = _status("VmRSS")
+    before = reset_peak()
     started = time.monotonic()
     try:
         outcome = run()
     except refusals as exc:
         outcome = f"{type(exc).__name__}: {str(exc)[:width]}"
     seconds = time.monotonic() - started
-    return _status("VmHWM") - before, seconds, outcome
+    return peak_growth(before), seconds, outcome
 
 
 def _row(label, growth, seconds, timeout, outcome, child=None):
@@ -110,7 +101,7 @@ def bench_sqlite(timeout: float) -> bool:
                     return f"ok: {len(res.rows)} row(s), {str(res.rows)[:40]}"
                 finally:
                     pid = db._sandbox.pid
-                    child_peak[0] = _status("VmHWM", str(pid)) if pid else 0
+                    child_peak[0] = status_bytes("VmHWM", pid) if pid else 0
 
             growth, seconds, outcome = _measure(run)
             ok &= _row(label, growth, seconds, timeout, outcome, child_peak[0])

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
-def status_bytes(field: str) -> int:
-    """A size field of /proc/self/status (VmRSS, VmHWM...) in bytes."""
-    with open("/proc/self/status") as status:
+def status_bytes(field: str, pid: int | str = "self") -> int:
+    """A size field of /proc/<pid>/status (VmRSS, VmHWM...) in bytes; this process by default."""
+    with open(f"/proc/{pid}/status") as status:
         for line in status:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
