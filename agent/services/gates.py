@@ -25,10 +25,9 @@ def endpoint_concurrency(name: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT max_concurrency FROM {LLMEndpoint._meta.db_table} WHERE name = %s", [name])
         row = cursor.fetchone()
-    limit = row[0] if row else None
-    if limit is None:
+    if row is None:
         return max(1, int(agent_settings.LLM_MAX_CONCURRENCY))
-    return int(limit or LLMEndpoint._meta.get_field("max_concurrency").default)
+    return int(row[0] or LLMEndpoint._meta.get_field("max_concurrency").default)
 
 
 def session_gate(*, user, llm_snapshot: Mapping[str, Any], deadline: float | None = None):
