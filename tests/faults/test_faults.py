@@ -195,20 +195,27 @@ def _stop(*things) -> None:
 # --- the faults ---------------------------------------------------------------------------------------
 
 
-def test_worker_sigkilled_mid_run_then_restarted_loses_and_repeats_nothing(deployment):
-    run_id, server = start_run(deployment, latency_ms=300, concurrency=6)
+def kill_worker_mid_run_and_restart(deployment, *, latency_ms: int) -> None:
+    """SIGKILL the run's worker after six answers, start it again under the same name (it requeues what its
+    previous process held, at once): the run is scored within the bound, nothing lost, nothing repeated but the
+    sessions in flight."""
+    run_id, server = start_run(deployment, latency_ms=latency_ms, concurrency=6)
     worker = deployment.worker(8).start()
     try:
         deployment.wait(lambda: deployment.statuses(run_id).get("answered", 0) >= 6, 90, "six answered sessions")
         in_flight = deployment.statuses(run_id).get("running", 0)
         worker.kill()
         fault = time.monotonic()
-        worker.start()  # the same name: it requeues what its previous process held, at once
+        worker.start()
         deployment.wait(lambda: deployment.run_status(run_id) == "done", RECOVERY_BOUND_S, "the run to be scored")
         assert time.monotonic() - fault < RECOVERY_BOUND_S
         check_nothing_lost_or_repeated(deployment, run_id, server, repeats_allowed=max(in_flight, 6))
     finally:
         _stop(worker, server)
+
+
+def test_worker_sigkilled_mid_run_then_restarted_loses_and_repeats_nothing(deployment):
+    kill_worker_mid_run_and_restart(deployment, latency_ms=300)
 
 
 def test_broker_restarted_with_queued_messages_loses_no_session(deployment, pg_and_redis):
@@ -248,16 +255,4 @@ def test_database_restarted_mid_run_fails_no_session(deployment, pg_and_redis):
 def test_embedded_mode_worker_killed_and_restarted_loses_and_repeats_nothing(tmp_path):
     deployment = Deployment(tmp_path, database_url=None, broker_url=None)
     deployment.manage("migrate")
-    run_id, server = start_run(deployment, latency_ms=150, concurrency=6)  # SQLite's migrate takes longer
-    worker = deployment.worker(8).start()
-    try:
-        deployment.wait(lambda: deployment.statuses(run_id).get("answered", 0) >= 6, 90, "six answered sessions")
-        in_flight = deployment.statuses(run_id).get("running", 0)
-        worker.kill()
-        fault = time.monotonic()
-        worker.start()
-        deployment.wait(lambda: deployment.run_status(run_id) == "done", RECOVERY_BOUND_S, "the run to be scored")
-        assert time.monotonic() - fault < RECOVERY_BOUND_S
-        check_nothing_lost_or_repeated(deployment, run_id, server, repeats_allowed=max(in_flight, 6))
-    finally:
-        _stop(worker, server)
+    kill_worker_mid_run_and_restart(deployment, latency_ms=150)  # SQLite's migrate takes longer
