@@ -145,28 +145,27 @@ class PostgresConnector(Connector):
                         exact = False
                         break
         except pg_errors.QueryCanceled:
-            self._rollback()
             if rows:
                 return QueryResult(columns, rows, total, False, truncated_bytes, ms_since(started))
             raise QueryTimeout(f"Query stopped after {limits.timeout_s:g} s (time limit).") from None
         except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:
-            self._rollback()
             raise ReadOnlyViolation(f"Refused: the database is read-only ({_first_line(exc)}).") from None
         except (pg_errors.ProgramLimitExceeded, pg_errors.OutOfMemory) as exc:
-            self._rollback()
             raise ResultTooLarge(f"result too large (limit {human_bytes(limits.max_bytes)}): "
                                  f"{_first_line(exc)}") from None
         except psycopg.Error as exc:
             if self._abandoned:
                 raise QueryTimeout(f"Query stopped after {limits.timeout_s:g} s (time limit).") from None
-            self._rollback()
             if isinstance(exc, psycopg.OperationalError):
                 raise ConnectionFailed(_first_line(exc)) from None
             raise SQLError(_first_line(exc)) from None
         finally:
+            # Disarming waits for a cancel already on its way, so it cannot reach the next query; then the
+            # transaction ends here, whatever happened (an abandoned connection is replaced at the next query).
             WATCHDOG.disarm(token)
             WATCHDOG.disarm(hard)
-        self._rollback()
+            if not self._abandoned:
+                self._rollback()
         if truncated_bytes and not rows:
             raise ResultTooLarge(f"result too large (limit {human_bytes(limits.max_bytes)}): "
                                  "the first row alone is larger")

@@ -7,7 +7,9 @@
         WATCHDOG.disarm(token)
 
 A disarmed callback never runs; an armed one runs at most once, in the
-watchdog's thread, so it must be safe to call from another thread.
+watchdog's thread, so it must be safe to call from another thread. A callback
+never outlives its block: ``disarm`` waits while it is running (a cancel sent
+as the query ended must not land on the connection's next query).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Watchdog:
         self._callbacks: dict[int, Callable[[], object]] = {}
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
+        self._running: int | None = None  # the token whose callback is being called
 
     def arm(self, deadline: float, callback: Callable[[], object]) -> int:
         """Call ``callback`` at ``deadline`` (a time.monotonic() reading) unless disarmed first."""
@@ -40,8 +43,11 @@ class Watchdog:
             return token
 
     def disarm(self, token: int) -> None:
+        """The callback will not run; if it is running now, return once it has."""
         with self._cond:
             self._callbacks.pop(token, None)
+            while self._running == token:
+                self._cond.wait()
 
     def _loop(self) -> None:
         while True:
@@ -58,11 +64,16 @@ class Watchdog:
                     continue
                 heapq.heappop(self._heap)
                 callback = self._callbacks.pop(token, None)
+                self._running = token if callback is not None else None
             if callback is not None:
                 try:
                     callback()
                 except Exception:  # noqa: BLE001 - a failed cancel must not kill the watchdog
                     pass
+                finally:
+                    with self._cond:
+                        self._running = None
+                        self._cond.notify_all()
 
 
 WATCHDOG = Watchdog()
