@@ -15,6 +15,12 @@ def _publish_paper_sets(sender, using="default", **kwargs) -> None:
     ensure_paper_sets()
 
 
+def _labels_changed(**_signal) -> None:
+    from annotations.labels.version import labels_changed
+
+    labels_changed()
+
+
 class AnnotationsConfig(AppConfig):
     name = "annotations"
     verbose_name = "Annotations"
@@ -41,11 +47,14 @@ class AnnotationsConfig(AppConfig):
         leases.on_sweep("runs", lambda: runs_revive_dispatch(idle_s=3 * annotations_settings.DISPATCH_POLL_S))
 
         post_migrate.connect(_publish_paper_sets, sender=self, dispatch_uid="annotations_paper_sets")
-        # Label counts are cached under a version every change of what they count replaces (deletes cascading
-        # from a run or an item included: they send post_delete per label).
+        # Label counts are cached under a version every change of what they count replaces. Deletes: a run's,
+        # a dataset's or a question's delete reaches it through its items (the labels are deleted in bulk, which
+        # a receiver on them would prevent); the services that delete labels or reveals replace it themselves.
         from annotations.labels.models import Label, LabelReveal, Queue
-        from annotations.labels.services import labels_changed
+        from annotations.runs.models import RunItem
 
         for model in (Label, LabelReveal, Queue):
-            post_save.connect(labels_changed, sender=model, dispatch_uid=f"labels_changed_save_{model.__name__}")
-            post_delete.connect(labels_changed, sender=model, dispatch_uid=f"labels_changed_delete_{model.__name__}")
+            post_save.connect(_labels_changed, sender=model, dispatch_uid=f"labels_changed_save_{model.__name__}")
+        for model in (RunItem, Queue):
+            post_delete.connect(_labels_changed, sender=model,
+                                dispatch_uid=f"labels_changed_delete_{model.__name__}")

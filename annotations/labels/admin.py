@@ -19,6 +19,7 @@ from annotations.labels.models import (
     Taxonomy,
     TaxonomyVersion,
 )
+from annotations.labels.version import labels_changed
 
 FORMAT_HELP = ("One category per line: key | name | group | shortcut (1-9 or empty) | definition | "
                "corrected (yes if a label may carry a corrected gold query). Saving creates a new version; "
@@ -101,8 +102,20 @@ class TaxonomyVersionAdmin(admin.ModelAdmin):
         return False
 
 
+class LabelsChangedAdmin(admin.ModelAdmin):
+    """Deleting here changes what the cached label counts read (labels are deleted without a signal)."""
+
+    def delete_model(self, request, obj) -> None:
+        super().delete_model(request, obj)
+        labels_changed()
+
+    def delete_queryset(self, request, queryset) -> None:
+        super().delete_queryset(request, queryset)
+        labels_changed()
+
+
 @admin.register(Label)
-class LabelAdmin(admin.ModelAdmin):
+class LabelAdmin(LabelsChangedAdmin):
     list_display = ("item", "category", "annotator", "is_final", "updated_at")
     list_filter = ("category__key", "is_final", "taxonomy_version")
     raw_id_fields = ("item",)
@@ -136,7 +149,7 @@ class CategoryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(LabelReveal)
-class LabelRevealAdmin(ReadOnlyAdmin):
+class LabelRevealAdmin(LabelsChangedAdmin, ReadOnlyAdmin):
     list_display = ("item", "user", "revealed_at")
     raw_id_fields = ("item",)
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections import Counter, defaultdict
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
@@ -29,6 +27,7 @@ from annotations.labels.models import (
     Taxonomy,
     TaxonomyVersion,
 )
+from annotations.labels.version import labels_version
 from annotations.runs.models import Run, RunItem
 from annotations.runs.selectors import run_agent_figures
 
@@ -369,7 +368,7 @@ def runs_distribution(*, runs: QuerySet[Run], user=None) -> dict[str, Any]:
     An item counts under its final labels if adjudicated, else under every label given (as ``item_categories``).
     Counting them takes the database a moment per view at tens of thousands of labels (167 ms at 41k), so the
     counts are cached under the labels' version, which every change of a label, a reveal or a queue replaces
-    (``services.labels_changed``); the failures per run (which a re-evaluation changes) are counted each time."""
+    (``annotations.labels.version``); the failures per run (which a re-evaluation changes) are counted each time."""
     version = default_taxonomy_version()
     categories = list(version.categories.all()) if version else []
     visible = list(runs.select_related("dataset").order_by("-created_at"))
@@ -383,20 +382,6 @@ def runs_distribution(*, runs: QuerySet[Run], user=None) -> dict[str, Any]:
         rows.append({"run": run, "labelled": counted[run.pk]["labelled"], "failures": failures.get(run.pk, 0),
                      "counts": [counts.get(c.key, 0) for c in categories], "ex": (run.totals or {}).get("ex")})
     return {"categories": categories, "rows": rows}
-
-
-LABELS_VERSION_KEY = "labels:version"
-LABELS_VERSION_READ = "t2s_labels_version_read"  # set on the connection: read since this thread replaced it
-
-
-def labels_version() -> str:
-    """A token that changes whenever a label, a reveal or a queue changes: cached label counts are keyed by it."""
-    setattr(transaction.get_connection(), LABELS_VERSION_READ, True)
-    token = cache.get(LABELS_VERSION_KEY)
-    if token is None:  # first use, or evicted: a new token, so nothing counted before is trusted
-        cache.add(LABELS_VERSION_KEY, uuid.uuid4().hex, timeout=None)
-        token = cache.get(LABELS_VERSION_KEY) or "uncached"
-    return token
 
 
 def _runs_label_counts(*, run_ids: list[int], user) -> dict[int, dict[str, Any]]:

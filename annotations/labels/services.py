@@ -6,12 +6,10 @@ made here, so the page, the API and a script obey the same rules.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Min
@@ -31,7 +29,7 @@ from annotations.labels.models import (
     Taxonomy,
     TaxonomyVersion,
 )
-from annotations.labels.selectors import LABELS_VERSION_KEY, LABELS_VERSION_READ
+from annotations.labels.version import labels_changed
 from annotations.runs.models import Run, RunItem
 
 RESERVATION_MINUTES = 5
@@ -40,29 +38,6 @@ PREVIEW_ROWS = 20
 
 class LabelConflict(Exception):
     """The question is already being labelled by as many people as its queue allows."""
-
-
-def labels_changed(**_signal) -> None:
-    """A label, a reveal or a queue changed (a post_save / post_delete receiver): counts cached under the labels'
-    version are stale. The version is replaced now, for this transaction's own next read, and again after the
-    commit: another view that read the new version before the commit counted the old rows under it.
-
-    Inside a transaction it is replaced once, plus once more after each read of it there: deleting a run sends
-    one signal per label."""
-    connection = transaction.get_connection()
-    if not connection.in_atomic_block:
-        _new_labels_version()
-        return
-    if not any(entry[1] is _new_labels_version for entry in connection.run_on_commit):
-        transaction.on_commit(_new_labels_version)
-    elif not getattr(connection, LABELS_VERSION_READ, True):
-        return  # replaced earlier in this transaction and not read since
-    _new_labels_version()
-    setattr(connection, LABELS_VERSION_READ, False)
-
-
-def _new_labels_version() -> None:
-    cache.set(LABELS_VERSION_KEY, uuid.uuid4().hex, timeout=None)
 
 
 def check_can_label(*, user) -> None:
@@ -183,6 +158,7 @@ def label_toggle(*, item: RunItem, category: Category, user, note: str = "") -> 
         existing = Label.objects.filter(item=item, category=category, annotator=user, is_final=False).first()
         if existing is not None:
             existing.delete()
+            labels_changed()
             if seen:
                 Label.objects.filter(item=item, annotator=user, is_final=False).update(blind=False)
             return None
@@ -253,6 +229,7 @@ def label_adjudicate(*, item: RunItem, user, categories: Sequence[Category]) -> 
     policies.check_can_adjudicate(user)
     with transaction.atomic():
         Label.objects.filter(item=item, is_final=True).delete()
+        labels_changed()
         return [Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
                                      annotator=user, is_final=True, note="adjudicated", blind=False)
                 for category in categories]
@@ -266,6 +243,7 @@ def label_final_toggle(*, item: RunItem, category: Category, user) -> Label | No
         existing = Label.objects.filter(item=item, category=category, is_final=True).first()
         if existing is not None:
             existing.delete()
+            labels_changed()
             return None
         return Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
                                     annotator=user, is_final=True, note="adjudicated", blind=False)

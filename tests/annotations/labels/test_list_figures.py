@@ -90,7 +90,7 @@ def test_overview_counts_are_cached_and_follow_every_label_change(tiny_run, anno
 
 
 def test_deleting_a_run_replaces_the_labels_version_once_not_once_per_label(tiny_run, annotators, monkeypatch):
-    from annotations.labels import services
+    from annotations.labels import version as labels_version
 
     version = selectors.default_taxonomy_version()
     cats = list(version.categories.all())
@@ -99,10 +99,84 @@ def test_deleting_a_run_replaces_the_labels_version_once_not_once_per_label(tiny
                                for who in annotators])
     before = selectors.labels_version()
     calls = []
-    real = services._new_labels_version
-    monkeypatch.setattr(services, "_new_labels_version", lambda: (calls.append(1), real()))
-    tiny_run.delete()  # 36 labels cascade, each with its post_delete
+    real = labels_version._new_labels_version
+    monkeypatch.setattr(labels_version, "_new_labels_version", lambda: (calls.append(1), real()))
+    tiny_run.delete()  # 36 labels cascade through 5 items
     assert len(calls) == 1 and selectors.labels_version() != before
+
+
+def copy_run(run, name):
+    """Another finished run over the same questions, with the same predictions and decisions."""
+    from annotations.runs.models import Run, RunItem
+
+    copy = Run.objects.create(name=name, dataset=run.dataset, source="imported", status="done", totals=run.totals)
+    RunItem.objects.bulk_create([RunItem(run=copy, question_id=i.question_id, predicted_sql=i.predicted_sql,
+                                         eval_status=i.eval_status, ex=i.ex) for i in run.items.all()])
+    return copy
+
+
+def give_labels(run, users, categories) -> int:
+    from annotations.labels.version import labels_changed
+
+    made = Label.objects.bulk_create([
+        Label(item=item, category=category, taxonomy_version_id=category.version_id, annotator=user)
+        for item in selectors.run_failures(run=run) for category in categories for user in users])
+    labels_changed()
+    return len(made)
+
+
+def test_deleting_a_run_takes_as_many_queries_with_360_labels_as_with_4(tiny_run, django_user_model):
+    """Its labels are deleted in one statement, not loaded and deleted a hundred at a time (a run of 40k
+    labels took 400 statements and 40k objects)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from annotations.runs.models import Run, RunItem
+    from tests.annotations.labels.conftest import make_annotator
+
+    users = [make_annotator(django_user_model, f"annotator{i}") for i in range(10)]
+    categories = list(selectors.default_taxonomy_version().categories.all())
+    small, large = copy_run(tiny_run, "small"), copy_run(tiny_run, "large")
+    assert (give_labels(small, users[:1], categories[:1]), give_labels(large, users, categories)) == (4, 360)
+    queries = []
+    for run in (small, large):
+        with CaptureQueriesContext(connection) as deleting:
+            Run.objects.get(pk=run.pk).delete()
+        queries.append(len(deleting))
+    assert queries[0] == queries[1]
+    assert not RunItem.objects.filter(run__in=[small, large]).exists()
+    assert Label.objects.count() == 0
+
+
+def test_overview_counts_follow_deletes_of_items_labels_and_runs(tiny_run, annotators, staff, staff_client):
+    from annotations.labels import services
+
+    alice, bob, _carol = annotators
+    cat = {c.key: c for c in selectors.default_taxonomy_version().categories.all()}
+    other = copy_run(tiny_run, "other")
+    failures = list(selectors.run_failures(run=tiny_run))
+    for item in failures[:3]:
+        services.label_toggle(item=item, category=cat["format"], user=alice)
+    services.label_toggle(item=selectors.run_failures(run=other).first(), category=cat["distinct"], user=bob)
+    assert overview_counts(alice, tiny_run) == (3, {"format": 3})
+
+    tiny_run.items.filter(pk=failures[0].pk).delete()  # as choosing to score only the predicted subset does
+    assert overview_counts(alice, tiny_run) == (2, {"format": 2})
+
+    label = Label.objects.get(item=failures[1])
+    response = staff_client.post("/admin/annotations/label/", {"action": "delete_selected",
+                                                               "_selected_action": [label.pk], "post": "yes"})
+    assert response.status_code == 302 and not Label.objects.filter(pk=label.pk).exists()
+    assert overview_counts(alice, tiny_run) == (1, {"format": 1})
+    services.label_final_toggle(item=failures[2], category=cat["reasoning"], user=staff)
+    assert overview_counts(alice, tiny_run) == (1, {"reasoning": 1})
+    services.label_final_toggle(item=failures[2], category=cat["reasoning"], user=staff)  # undone
+    assert overview_counts(alice, tiny_run) == (1, {"format": 1})
+
+    before = selectors.labels_version()
+    other.delete()
+    assert selectors.labels_version() != before
+    assert overview_counts(alice, tiny_run) == (1, {"format": 1}) and overview_counts(alice, other) is None
 
 
 def test_queue_list_progress_is_cached_and_follows_labels_and_evaluation(tiny_run, annotators):
