@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_delete, post_migrate, post_save
+from django.db.models.signals import post_delete, post_migrate
 
 
 def _publish_paper_sets(sender, using="default", **kwargs) -> None:
@@ -47,14 +47,13 @@ class AnnotationsConfig(AppConfig):
         leases.on_sweep("runs", lambda: runs_revive_dispatch(idle_s=3 * annotations_settings.DISPATCH_POLL_S))
 
         post_migrate.connect(_publish_paper_sets, sender=self, dispatch_uid="annotations_paper_sets")
-        # Label counts are cached under a version every change of what they count replaces. Deletes: a run's,
-        # a dataset's or a question's delete reaches it through its items (the labels are deleted in bulk, which
-        # a receiver on them would prevent); the services that delete labels or reveals replace it themselves.
-        from annotations.labels.models import Label, LabelReveal, Queue
+        # Label counts are cached under a version every change of what they count replaces: the services that
+        # write labels, reveals, queues, evaluations and questions replace it themselves (annotations.labels.version).
+        # Deletes cascading from a run, a dataset or a question reach it here, through the items (once per
+        # transaction): a receiver on the labels would make Django load and delete them one by one.
+        from annotations.labels.models import Queue
         from annotations.runs.models import RunItem
 
-        for model in (Label, LabelReveal, Queue):
-            post_save.connect(_labels_changed, sender=model, dispatch_uid=f"labels_changed_save_{model.__name__}")
         for model in (RunItem, Queue):
             post_delete.connect(_labels_changed, sender=model,
                                 dispatch_uid=f"labels_changed_delete_{model.__name__}")

@@ -103,7 +103,11 @@ class TaxonomyVersionAdmin(admin.ModelAdmin):
 
 
 class LabelsChangedAdmin(admin.ModelAdmin):
-    """Deleting here changes what the cached label counts read (labels are deleted without a signal)."""
+    """A change made here changes what the cached label counts read (annotations.labels.version)."""
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        labels_changed()
 
     def delete_model(self, request, obj) -> None:
         super().delete_model(request, obj)
@@ -124,7 +128,7 @@ class LabelAdmin(LabelsChangedAdmin):
 
 
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(LabelsChangedAdmin):
     list_display = ("name", "run", "max_annotators", "created_by", "created_at")
     filter_horizontal = ("assignees",)
 

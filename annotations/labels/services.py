@@ -171,6 +171,7 @@ def label_toggle(*, item: RunItem, category: Category, user, note: str = "") -> 
             raise LabelConflict("This label was just saved from another request.") from exc
         if seen:
             Label.objects.filter(item=item, annotator=user, is_final=False).update(blind=False)
+        labels_changed()
         Reservation.objects.filter(item=item, user=user).update(
             expires_at=timezone.now() + timedelta(minutes=RESERVATION_MINUTES))
         SuggestionEvent.objects.filter(item=item, user=user, category_key=category.key).update(accepted=True)
@@ -229,10 +230,11 @@ def label_adjudicate(*, item: RunItem, user, categories: Sequence[Category]) -> 
     policies.check_can_adjudicate(user)
     with transaction.atomic():
         Label.objects.filter(item=item, is_final=True).delete()
+        final = [Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
+                                      annotator=user, is_final=True, note="adjudicated", blind=False)
+                 for category in categories]
         labels_changed()
-        return [Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
-                                     annotator=user, is_final=True, note="adjudicated", blind=False)
-                for category in categories]
+    return final
 
 
 def label_final_toggle(*, item: RunItem, category: Category, user) -> Label | None:
@@ -245,8 +247,10 @@ def label_final_toggle(*, item: RunItem, category: Category, user) -> Label | No
             existing.delete()
             labels_changed()
             return None
-        return Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
-                                    annotator=user, is_final=True, note="adjudicated", blind=False)
+        label = Label.objects.create(item=item, category=category, taxonomy_version_id=category.version_id,
+                                     annotator=user, is_final=True, note="adjudicated", blind=False)
+        labels_changed()
+    return label
 
 
 def label_final_set(*, item: RunItem, category: Category, user, final: bool) -> Label | None:
@@ -264,7 +268,9 @@ def label_final_set(*, item: RunItem, category: Category, user, final: bool) -> 
 def labels_reveal(*, item: RunItem, user) -> LabelReveal:
     """``user``, having labelled the question, asks to see the other annotators' labels on it (blind queues)."""
     policies.check_can_reveal_labels(user, item)
-    reveal, _ = LabelReveal.objects.get_or_create(item=item, user=user)
+    reveal, created = LabelReveal.objects.get_or_create(item=item, user=user)
+    if created:
+        labels_changed()
     return reveal
 
 
@@ -298,6 +304,7 @@ def queue_create(*, run: Run, name: str, taxonomy_version: TaxonomyVersion, user
     queue = Queue.objects.create(run=run, name=name, taxonomy_version=taxonomy_version, db_id=db_id,
                                  difficulty=difficulty, join_count=join_count, max_annotators=max_annotators,
                                  blind=blind, created_by=user)
+    labels_changed()
     if assignees:
         queue.assignees.set(assignees)
     return queue

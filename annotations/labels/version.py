@@ -1,10 +1,15 @@
 """The labels' version: a token that label counts are cached under, replaced by every change of what they count.
 
-The cached counts (the labels overview, the queue list's progress) read the labels, the reveals and the queues;
-saving one of them replaces the version (``annotations.apps``). Deletes reach it through the run items' and
-queues' ``post_delete`` (a run's, a dataset's or a question's delete cascades through its items) and through
-the services that delete labels: a receiver on the labels themselves would make Django load and delete a run's
-40k labels one by one instead of in one statement.
+The cached counts (the labels overview, the queue list's progress) read the labels (which exist, which are
+final), the reveals, the queues (run, filters, blindness, annotators per question), which run items are
+failures (``ex``: evaluation, a resumed run) and the question fields the queue filters use (a dataset's
+re-import). Every service that writes one of these calls ``labels_changed`` once it has written, as do the
+admin's forms: ``bulk_create``, ``bulk_update`` and queryset ``update`` send no signal, so nothing relies on
+one. Notes, corrected gold queries, reservations and suggestions are not counted and replace nothing.
+
+Deletes cascading from a run, a dataset or a question reach it through the run items' ``post_delete``
+(``annotations.apps``), once per transaction; a receiver on the labels themselves would make Django load and
+delete a run's 40k labels a hundred at a time instead of in one statement.
 
 Its own module, below services and selectors, so that the runs' and the labels' services both call it.
 """

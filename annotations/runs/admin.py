@@ -1,6 +1,17 @@
 from django.contrib import admin
 
+from annotations.labels.version import labels_changed
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
+
+
+class FailuresChangedAdmin(admin.ModelAdmin):
+    """An item's decision or a question's database, difficulty or joins edited here changes which questions are
+    failures a queue holds, which cached label counts read (annotations.labels.version); deletes reach it through
+    the items' post_delete."""
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        labels_changed()
 
 
 @admin.register(Dataset)
@@ -11,7 +22,7 @@ class DatasetAdmin(admin.ModelAdmin):
 
 
 @admin.register(DatasetQuestion)
-class DatasetQuestionAdmin(admin.ModelAdmin):
+class DatasetQuestionAdmin(FailuresChangedAdmin):
     list_display = ("dataset", "index", "db_id", "difficulty", "table_count", "question")
     list_filter = ("dataset", "difficulty", "table_count")
     search_fields = ("question", "gold_sql", "db_id")
@@ -37,7 +48,7 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(RunItem)
-class RunItemAdmin(admin.ModelAdmin):
+class RunItemAdmin(FailuresChangedAdmin):
     list_display = ("run", "question", "eval_status", "ex", "soft_f1")
     list_filter = ("eval_status", "ex", "run")
     raw_id_fields = ("run", "question", "session")

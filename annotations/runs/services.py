@@ -43,6 +43,7 @@ from annotations.evaluation import (
 )
 from annotations.evaluation.runner import suite_files
 from annotations.exemplars.selectors import few_shot_for_version
+from annotations.labels.version import labels_changed
 from annotations.models import ExemplarSetVersion
 from annotations.runs.models import NO_PREDICTION, Dataset, DatasetQuestion, MissingPredictions, Run, RunItem
 from annotations.runs.patches import patches_for
@@ -248,6 +249,7 @@ def _write_questions(kind: str, path: Path, name: str, items_of: Callable[[], It
         dataset.question_count = total
         dataset.executable_count = dataset.questions.filter(database__isnull=False).count()
         dataset.save()
+    labels_changed()  # a re-import may change the database, difficulty or joins the label queues filter on
     return dataset
 
 
@@ -398,6 +400,7 @@ def run_evaluate(*, run: Run, workers: int = 2) -> Run:
                       "tables": {k: _aggregate_dict(v) for k, v in report.by_tables.items()}}
     run.status, run.error, run.evaluated_at = Run.Status.DONE, "", timezone.now()
     run.save(update_fields=["totals", "breakdowns", "status", "error", "evaluated_at"])
+    labels_changed()  # the failures changed: what blind queues hide, which labels count
     return run
 
 
@@ -759,6 +762,7 @@ def run_resume(*, run: Run) -> Run:
     retry = run.items.filter(predicted_sql="").filter(
         Q(session__isnull=True) | Q(session__status__in=RETRYABLE_SESSION))
     retried = retry.update(session=None, prediction_note="", eval_status="", ex=None)
+    labels_changed()  # the retried questions are no longer failures (a blind queue no longer holds them)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, error="")
     run.refresh_from_db()
     audit.record(action=audit.Action.RUN_RESUME, target_type="run", target=run.name, target_id=run.pk,

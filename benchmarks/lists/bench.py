@@ -87,6 +87,7 @@ def fill(sessions: int, turns: int) -> None:
     from agent.roles import ensure_roles
     from annotations.labels.models import Label, Queue
     from annotations.labels.selectors import default_taxonomy_version
+    from annotations.labels.version import labels_changed
     from annotations.models import Exemplar, ExemplarSet
     from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
 
@@ -170,6 +171,7 @@ def fill(sessions: int, turns: int) -> None:
     Exemplar.objects.bulk_create([Exemplar(database=dbs[i % DATABASES], question=f"exemplar {i}",
                                            final_sql="SELECT 1", author=askers[0]) for i in range(500)])
     ExemplarSet.objects.bulk_create([ExemplarSet(name=f"set {i}") for i in range(20)])
+    labels_changed()  # labels, items and queues written in bulk: label counts cached before are stale
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
     print(f"  filled in {time.perf_counter() - started:.0f} s", flush=True)

@@ -202,3 +202,122 @@ def test_queue_list_progress_is_cached_and_follows_labels_and_evaluation(tiny_ru
     tiny_run.evaluated_at = timezone.now()
     tiny_run.save()
     assert progress(alice) == {"total": 3, "labelled": 1, "mine": 1, "percent": 33}
+
+
+def blind_queue(run, staff):
+    from annotations.labels import services
+
+    return services.queue_create(run=run, name="double", taxonomy_version=selectors.default_taxonomy_version(),
+                                 user=staff, max_annotators=2)
+
+
+def test_re_evaluating_or_resuming_a_run_changes_what_a_blind_queue_hides_and_the_counts_follow(tiny_run, annotators,
+                                                                                                 staff):
+    """Evaluation writes the items in bulk (no signal): a question found right after all leaves the blind queue, and
+    bob's label on it shows to alice at once, not a day later."""
+    from annotations.labels import services
+    from annotations.runs import services as run_services
+    from annotations.runs.models import RunItem
+
+    alice, bob, _carol = annotators
+    cat = {c.key: c for c in selectors.default_taxonomy_version().categories.all()}
+    blind_queue(tiny_run, staff)
+    failures = list(selectors.run_failures(run=tiny_run).select_related("question"))
+    services.label_toggle(item=failures[0], category=cat["format"], user=bob)
+    services.label_toggle(item=failures[1], category=cat["distinct"], user=bob)
+    assert overview_counts(alice, tiny_run) == (0, {})  # hidden until she labels them
+
+    RunItem.objects.filter(pk=failures[0].pk).update(predicted_sql=failures[0].question.gold_sql)
+    run_services.run_evaluate(run=tiny_run)
+    assert RunItem.objects.get(pk=failures[0].pk).ex is True
+    assert overview_counts(alice, tiny_run) == (1, {"format": 1})
+
+    RunItem.objects.filter(pk=failures[1].pk).update(predicted_sql="")  # its session failed: resumed
+    run_services.run_evaluate(run=tiny_run)
+    assert overview_counts(alice, tiny_run) == (1, {"format": 1})
+    run_services.run_resume(run=tiny_run)
+    assert RunItem.objects.get(pk=failures[1].pk).ex is None
+    assert overview_counts(alice, tiny_run) == (2, {"format": 1, "distinct": 1})
+
+
+def test_re_importing_a_dataset_changes_queue_progress_and_the_cached_progress_follows(tiny_run, annotators,
+                                                                                       tmp_path):
+    """A re-import updates the questions in bulk: a question now 'hard' leaves the 'medium' queue."""
+    import json
+
+    from annotations.labels import services
+    from annotations.runs import services as run_services
+    from tests.annotations.labels.conftest import QUESTIONS
+
+    alice, _bob, _carol = annotators
+    queue = Queue.objects.create(name="medium", run=tiny_run, difficulty="medium",
+                                 taxonomy_version=selectors.default_taxonomy_version())
+    medium = list(selectors.queue_items(queue=queue))
+    services.label_toggle(item=medium[0], category=selectors.default_taxonomy_version().categories.first(),
+                          user=alice)
+
+    def progress():
+        return selectors.queues_progress(queues=list(Queue.objects.select_related("run")), user=alice)[queue.pk]
+
+    def reimport(questions):
+        path = tmp_path / "tiny.jsonl"
+        path.write_text("".join(json.dumps({"question": q, "sql": gold, "database": "singers", "difficulty": d})
+                                + "\n" for q, gold, _pred, _ex, d, _joins in questions))
+        run_services.dataset_import(kind="jsonl", path=path, name="tiny", register_databases=False,
+                                    build_indexes=False)
+
+    assert progress() == {"total": 2, "labelled": 1, "mine": 1, "percent": 50}
+    edited = [q if i != 4 else (*q[:4], "hard", q[5]) for i, q in enumerate(QUESTIONS)]
+    reimport(edited)  # the unlabelled medium question is hard now
+    assert progress() == {"total": 1, "labelled": 1, "mine": 1, "percent": 100}
+    reimport(edited[:2])  # shorter: the labelled question goes, with its item and label
+    assert progress() == {"total": 0, "labelled": 0, "mine": 0, "percent": 0}
+
+
+def test_admin_edits_of_labels_queues_items_and_questions_are_counted_at_once(tiny_run, annotators, staff, rf):
+    from django.contrib import admin
+
+    from annotations.labels import services
+    from annotations.runs.models import DatasetQuestion, RunItem
+
+    alice, bob, _carol = annotators
+    cat = {c.key: c for c in selectors.default_taxonomy_version().categories.all()}
+    failures = list(selectors.run_failures(run=tiny_run))
+    services.label_toggle(item=failures[0], category=cat["format"], user=alice)
+    services.label_toggle(item=failures[0], category=cat["distinct"], user=bob)
+    assert overview_counts(alice, tiny_run) == (1, {"format": 1, "distinct": 1})
+    request = rf.post("/admin/")
+    request.user = staff
+
+    def save_in_admin(obj):
+        admin.site._registry[type(obj)].save_model(request, obj, form=None, change=True)
+
+    label = Label.objects.get(annotator=bob)
+    label.is_final = True  # made the question's decision in the admin
+    save_in_admin(label)
+    assert overview_counts(alice, tiny_run) == (1, {"distinct": 1})
+    label.is_final = False
+    save_in_admin(label)
+    queue = blind_queue(tiny_run, staff)
+    queue.max_annotators = 1  # no longer blind
+    save_in_admin(queue)
+    assert overview_counts(alice, tiny_run) == (1, {"format": 1, "distinct": 1})
+    queue.max_annotators = 2
+    save_in_admin(queue)
+    services.label_toggle(item=failures[1], category=cat["format"], user=bob)
+    assert overview_counts(alice, tiny_run) == (1, {"format": 1})  # blind again: bob's labels hidden
+
+    item = RunItem.objects.get(pk=failures[1].pk)
+    item.ex = True  # a decision corrected in the admin: not a failure, not held by the queue
+    save_in_admin(item)
+    assert overview_counts(alice, tiny_run) == (2, {"format": 2})
+    item.ex = False
+    save_in_admin(item)
+    assert overview_counts(alice, tiny_run) == (1, {"format": 1})
+    queue.difficulty = "hard"  # holds neither question now
+    save_in_admin(queue)
+    assert overview_counts(alice, tiny_run) == (2, {"format": 2, "distinct": 1})
+    question = DatasetQuestion.objects.get(pk=item.question_id)
+    question.difficulty = "hard"  # held again
+    save_in_admin(question)
+    assert overview_counts(alice, tiny_run) == (1, {"format": 1, "distinct": 1})
