@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(ROOT))
     from tests.support.private_services import PrivatePostgres, PrivateRedis
-    from tests.support.replay_server import ReplayServer
+    from tests.support.replay_server import ReplayServerProcess
     from tests.support.run_dataset import replay_script
 
     var = Path(tempfile.mkdtemp(prefix="t2s-bench-runs-"))
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         if "1" in args.stages:
             # 1. baseline: every session queued at once
             app.step("dataset", str(args.baseline), "baseline")
-            with ReplayServer(replay_script(args.baseline, rounds=args.rounds, latency_ms=args.latency_ms)) as server:
+            with ReplayServerProcess(replay_script(args.baseline, rounds=args.rounds, latency_ms=args.latency_ms)) as server:
                 app.step("endpoint", server.url)
                 stats = var / "baseline.jsonl"
                 worker = app.worker(args.threads, stats)
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         if "2" in args.stages:
             # 2. the same pace through a run of many questions
             app.step("dataset", str(args.questions), "big")
-            with ReplayServer(replay_script(args.questions, rounds=args.rounds, latency_ms=args.latency_ms)) as server:
+            with ReplayServerProcess(replay_script(args.questions, rounds=args.rounds, latency_ms=args.latency_ms)) as server:
                 app.step("endpoint", server.url)
                 stats = var / "big.jsonl"
                 worker = app.worker(args.threads, stats)
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         if "3" in args.stages:
             # 3. LLM-bound: slow calls, many at once
             app.step("dataset", str(args.slow_questions), "slow")
-            with ReplayServer(replay_script(args.slow_questions, rounds=args.rounds,
+            with ReplayServerProcess(replay_script(args.slow_questions, rounds=args.rounds,
                                             latency_ms=args.slow_latency_ms)) as server:
                 app.step("endpoint", server.url)
                 # The run's concurrency spread over --slow-workers processes (one GIL each).

@@ -26,7 +26,8 @@ contents of the request; completion_tokens = the number of words of the text
 returned (after cutting at the first stop sequence). A step's ``usage`` wins;
 ``"usage": null`` omits the field.
 
-Command line: ``python -m tests.support.replay_server --port 8765 --script file.json``.
+Command line: ``python -m tests.support.replay_server --port 8765 --script file.json`` (``--port 0``: any free
+port; the first line printed names the URL). ``ReplayServerProcess`` runs it so, for benchmarks.
 """
 
 from __future__ import annotations
@@ -35,13 +36,19 @@ import argparse
 import hashlib
 import json
 import math
+import os
+import select
+import signal
 import struct
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 Step = str | Mapping[str, Any]
@@ -74,15 +81,74 @@ class _Script:
     cursor: int = 0
 
 
+_UNSEEN = object()
+
+
+class _KeyIndex:
+    """Finds the longest script key contained in a text without trying every key against it.
+
+    Each key is filed under its first ``width`` characters (``width``: the shortest key's length, at most
+    16); a text is read once, position by position, and only the keys filed under the characters found there
+    are compared. The answer for a text is kept, so a conversation's user message (schema and question,
+    repeated in every request) is read once. Scanning every key per request took about 1.2 ms at 320 keys
+    and grew with the script; this grows only with the text. Equal lengths: the key listed first wins.
+    """
+
+    MEMO = 4096  # texts remembered (then forgotten all at once)
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.rank = {k: i for i, k in enumerate(keys)}
+        self.empty = "" in self.rank
+        sized = [k for k in self.rank if k]
+        self.width = min(16, min(map(len, sized), default=1))
+        self.buckets: dict[str, list[str]] = {}
+        for key in sorted(sized, key=self.order):
+            self.buckets.setdefault(key[: self.width], []).append(key)
+        self.memo: dict[str, str | None] = {}
+
+    def order(self, key: str) -> tuple[int, int]:
+        return -len(key), self.rank[key]
+
+    def longest_in(self, text: str) -> str | None:
+        known = self.memo.get(text, _UNSEEN)
+        if known is not _UNSEEN:
+            return known  # type: ignore[return-value]
+        best: str | None = "" if self.empty else None
+        buckets, width = self.buckets, self.width
+        if buckets:
+            for i in range(len(text) - width + 1):
+                bucket = buckets.get(text[i: i + width])
+                if bucket is None:
+                    continue
+                for key in bucket:  # best first: the first that fits is this position's best
+                    if best is not None and self.order(key) >= self.order(best):
+                        break
+                    if text.startswith(key, i):
+                        best = key
+                        break
+        if len(self.memo) >= self.MEMO:
+            self.memo.clear()
+        self.memo[text] = best
+        return best
+
+    def match(self, texts: Iterable[str]) -> str | None:
+        found = [k for k in map(self.longest_in, texts) if k is not None]
+        return min(found, key=self.order) if found else None
+
+
 @dataclass
 class _State:
     scripts: dict[str, _Script]
     default: _Script
     model: str
+    index: _KeyIndex = field(init=False)
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: list[RecordedRequest] = field(default_factory=list)
     in_flight: int = 0  # chat requests being answered now
     max_in_flight: int = 0  # the most ever answered at once
+
+    def __post_init__(self) -> None:
+        self.index = _KeyIndex(self.scripts)
 
 
 def count_words(text: str) -> int:
@@ -174,6 +240,63 @@ class ReplayServer:
         self._httpd.server_close()
 
     def __enter__(self) -> ReplayServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class ReplayServerProcess:
+    """The same server in a process of its own: ``with ReplayServerProcess(script) as server:``.
+
+    For benchmarks: a real LLM endpoint answers from elsewhere, so the server's CPU (parsing each request,
+    writing each answer) must not share the measuring process's interpreter lock. Only ``url`` is offered;
+    the request log stays in the child (tests that inspect it use ``ReplayServer``).
+    """
+
+    def __init__(self, script: Sequence[Step] | Mapping[str, Any] = (), *, host: str = "127.0.0.1",
+                 model: str = "replay-model", start_timeout_s: float = 30.0) -> None:
+        _normalise(script)  # a bad script fails here, not in the child
+        self._script, self._host, self._model, self._timeout = script, host, model, start_timeout_s
+        self._proc: subprocess.Popen[str] | None = None
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self.url = ""
+
+    def start(self) -> ReplayServerProcess:
+        self._dir = tempfile.TemporaryDirectory(prefix="replay-")
+        path = Path(self._dir.name) / "script.json"
+        path.write_text(json.dumps(self._script), encoding="utf-8")
+        root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.replay_server", "--host", self._host, "--port", "0",
+             "--script", str(path), "--model", self._model], cwd=root, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True)
+        assert self._proc.stdout is not None
+        ready, _, _ = select.select([self._proc.stdout], [], [], self._timeout)
+        line = self._proc.stdout.readline() if ready else ""
+        if " on http" not in line:
+            self.stop()
+            raise RuntimeError(f"the replay server process did not start: {line!r}")
+        self.url = line.split(" on ", 1)[1].split()[0]
+        return self
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
+            self._proc = None
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    def __enter__(self) -> ReplayServerProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -272,8 +395,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer_chat(self, path: str, body: dict[str, Any]) -> None:
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
         state = self.state
+        key = _match_key(state.index, messages)  # the index is read-only but for its memo: no lock needed
         with state.lock:
-            key = _match_key(state.scripts, messages)
             script = state.default if key is None else state.scripts[key]
             if script.cursor < len(script.steps):
                 index: int | None = script.cursor
@@ -361,13 +484,9 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (a scripted timeout): nothing to answer
 
 
-def _match_key(scripts: Mapping[str, _Script], messages: list[dict[str, Any]]) -> str | None:
-    texts = [str(m.get("content") or "") for m in messages if m.get("role") != "system"]
-    best: str | None = None
-    for key in scripts:
-        if (best is None or len(key) > len(best)) and any(key in t for t in texts):
-            best = key
-    return best
+def _match_key(index: _KeyIndex, messages: list[dict[str, Any]]) -> str | None:
+    """The script of the longest key found in a non-system message (None: the default script)."""
+    return index.match(str(m.get("content") or "") for m in messages if m.get("role") != "system")
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:
@@ -384,6 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with open(ns.script, encoding="utf-8") as fh:
         script = json.load(fh)
     server = ReplayServer(script, host=ns.host, port=ns.port, model=ns.model)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # terminate() stops it like Ctrl-C
     print(f"replay server on {server.url} (Ctrl-C to stop)", flush=True)
     try:
         server._httpd.serve_forever()

@@ -11,8 +11,16 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tests.support.replay_server import ReplayServer, deterministic_embedding, main
+from tests.support.replay_server import (
+    ReplayServer,
+    ReplayServerProcess,
+    _KeyIndex,
+    deterministic_embedding,
+    main,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 HTTP = httpx.Client(timeout=5)  # one pooled client: building one per request costs ~0.1 s
@@ -129,3 +137,57 @@ def test_command_line_serves_a_script_file(tmp_path: Path) -> None:
 def test_main_rejects_a_missing_script_argument() -> None:
     with pytest.raises(SystemExit):
         main([])
+
+
+def brute_force_key(keys: list[str], texts: list[str]) -> str | None:
+    """The keyed-script rule as written: the longest key found in any text; the first listed among equals."""
+    best = None
+    for key in keys:
+        if (best is None or len(key) > len(best)) and any(key in t for t in texts):
+            best = key
+    return best
+
+
+def test_the_longest_key_in_any_user_or_assistant_message_picks_the_script() -> None:
+    # "bcd" overlaps the earlier "ab"; "cd" and "xy" have the same length, the first listed wins.
+    index = _KeyIndex(["ab", "bcd", "q", "cd", "xy"])
+    assert index.match(["abcd"]) == "bcd"
+    assert index.match(["xy cd"]) == "cd"
+    assert index.match(["nothing here", "a q"]) == "q"
+    assert index.match(["zzz"]) is None
+    assert index.match(["ab", "later bcd"]) == "bcd"
+    assert index.match(["abcd"]) == "bcd"  # the second time from the memo
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys=st.lists(st.text(alphabet="abc ?", max_size=6), max_size=8, unique=True),
+       texts=st.lists(st.text(alphabet="abc ?", max_size=30), max_size=4))
+def test_the_key_index_agrees_with_trying_every_key(keys: list[str], texts: list[str]) -> None:
+    assert _KeyIndex(keys).match(texts) == brute_force_key(keys, texts)
+
+
+def test_a_keyed_script_of_many_questions_answers_each_its_own() -> None:
+    keys = [f"How many items are in group {i}? (question {i})" for i in range(500)]
+    script = {"scripts": {k: [f"answer {i}"] for i, k in enumerate(keys)}}
+    with ReplayServer(script) as server:
+        for i in (0, 5, 50, 499):
+            assert chat(server, f"schema ...\nQuestion: {keys[i]}").json()["choices"][0]["message"]["content"] \
+                == f"answer {i}"
+
+
+def test_the_server_in_its_own_process_replays_a_keyed_script() -> None:
+    with ReplayServerProcess({"scripts": {"alpha": ["A1", "A2"], "beta": ["B1"]}}, model="m-x") as server:
+        assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/v1")
+        answers = [HTTP.post(f"{server.url}/chat/completions",
+                             json={"messages": [{"role": "user", "content": f"Q: {k}"}]}).json()
+                   for k in ("alpha", "beta", "alpha")]
+        url = server.url
+    assert [a["choices"][0]["message"]["content"] for a in answers] == ["A1", "B1", "A2"]
+    assert answers[0]["model"] == "m-x"
+    with pytest.raises(httpx.ConnectError):  # stopped with the block
+        HTTP.post(f"{url}/chat/completions", json={"messages": []})
+
+
+def test_a_bad_script_fails_before_a_process_is_started() -> None:
+    with pytest.raises(ValueError, match="unknown fault"):
+        ReplayServerProcess([{"fault": "explode"}])
