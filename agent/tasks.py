@@ -1,11 +1,15 @@
 """Celery tasks of the agent app: each takes ids, loads, and calls a service."""
 
+import logging
+
 from celery import shared_task
 from celery.signals import worker_ready
 
 from agent import services
 from agent.models import Database
-from agent.services import leases, sessions
+from agent.services import databases, leases, sessions
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -30,6 +34,21 @@ def run_session(session_id: int) -> None:
 @shared_task(ignore_result=True)
 def recover_stale_sessions() -> None:
     leases.sweep()
+
+
+# A threads-pool worker runs its sessions' SQLite queries in one query process per thread: started here for
+# every thread rather than by each thread's first session, when a run's first sessions all arrive at once.
+THREAD_POOLS = ("celery.concurrency.thread",)
+
+
+@worker_ready.connect
+def _prestart_query_processes(sender=None, **kwargs) -> None:
+    pool = getattr(sender, "pool", None)
+    if pool is None or type(pool).__module__ not in THREAD_POOLS:
+        return  # prefork children start their own after the fork; solo runs one session at a time
+    if Database.objects.filter(engine=Database.Engine.SQLITE).exists():
+        started = databases.prestart_sandboxes(int(getattr(pool, "limit", 0) or 0))
+        logger.info("started %d SQLite query processes for the worker's threads", started)
 
 
 @worker_ready.connect

@@ -83,6 +83,13 @@ class SQLiteSandbox:
                 raise SandboxFailed("The query process sent an unreadable answer.")
             return answer
 
+    def start(self) -> None:
+        """Start the child now without waiting for it: its interpreter boots (about 25 ms of CPU, in its own
+        process) while the caller does other work, e.g. a session's first LLM call, instead of holding up the
+        first query. 64 sessions starting at once paid up to 1.5 s for that boot at their first query."""
+        with self._lock:
+            self._ensure()
+
     def _read(self, n: int, deadline: float) -> bytes | None:
         proc = self._proc
         assert proc is not None and proc.stdout is not None
