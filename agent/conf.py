@@ -38,6 +38,10 @@ DEFAULTS: dict[str, Any] = {
     "UPLOAD_MAX_DATASET_BYTES": 2 * 1024 * 1024 * 1024,
     "UPLOAD_MAX_EXTRACTED_BYTES": 8 * 1024 * 1024 * 1024,
     "UPLOAD_MAX_EXEMPLAR_BYTES": 20 * 1024 * 1024,
+    # An upload that never finished (its request died while storing, its import's worker died, its message was
+    # lost) is removed once nothing was written to it for this long: its files, what its import registered, its job
+    # (failed jobs too, once this old). Finished imports and registered databases are never touched.
+    "UPLOAD_ABANDONED_AFTER_S": 24 * 3600.0,
     # Spend bounds (agent/services/spend.py): session options never exceed these or the endpoint's record.
     "MAX_ROUNDS_CEILING": 30,
     "MAX_TOKENS_CEILING": 4096,  # when the endpoint's record sets none

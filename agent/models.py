@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from agent.dsn_secrets import seal_dsn
 from agent.llm import Message
@@ -490,6 +491,9 @@ class ImportJob(models.Model):
     result_url = models.CharField(max_length=500, blank=True)
     created_by = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL, related_name="import_jobs")
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(
+        default=timezone.now, help_text="Last written (progress included): an unfinished job silent for "
+                                        "UPLOAD_ABANDONED_AFTER_S was abandoned, and is cleaned up.")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

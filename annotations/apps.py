@@ -45,6 +45,10 @@ class AnnotationsConfig(AppConfig):
         from annotations.runs.services import runs_revive_dispatch
 
         leases.on_sweep("runs", lambda: runs_revive_dispatch(idle_s=3 * annotations_settings.DISPATCH_POLL_S))
+        # ... and removes what uploads that never finished left behind (once an hour, in one process).
+        from annotations.runs.uploads import abandoned_uploads_sweep_if_due
+
+        leases.on_sweep("uploads", abandoned_uploads_sweep_if_due)
 
         post_migrate.connect(_publish_paper_sets, sender=self, dispatch_uid="annotations_paper_sets")
         # Label counts are cached under a version every change of what they count replaces: the services that

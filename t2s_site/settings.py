@@ -262,6 +262,8 @@ T2S = {
     # Browser uploads: largest SQLite file and dataset archive accepted (MB).
     "UPLOAD_MAX_DATABASE_BYTES": int(os.environ.get("T2S_UPLOAD_MAX_DATABASE_MB", "1024")) * 1024 * 1024,
     "UPLOAD_MAX_DATASET_BYTES": int(os.environ.get("T2S_UPLOAD_MAX_DATASET_MB", "2048")) * 1024 * 1024,
+    # Uploads that never finished are removed after this many hours without a write (agent/services/uploads.py).
+    "UPLOAD_ABANDONED_AFTER_S": float(os.environ.get("T2S_UPLOAD_ABANDONED_AFTER_H", "24")) * 3600,
     "SHARED_DIR": Path(os.environ.get("T2S_SHARED_DIR", BASE_DIR.parent / "shared")),
     "QUERY_TIMEOUT_S": float(os.environ.get("T2S_QUERY_TIMEOUT_S", "10")),
     "QUERY_MAX_ROWS": int(os.environ.get("T2S_QUERY_MAX_ROWS", "1000")),

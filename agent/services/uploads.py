@@ -7,11 +7,17 @@ unpacked into ``<first data dir>/datasets/`` (both inside ``T2S_DATA_DIRS``, so 
 stores nothing.
 
 Long imports run on a worker and report progress into an ``ImportJob`` (``job_progress``), which the page polls.
+
+An upload that never finished (the request died while storing, the import's worker died or its message was lost)
+is removed by the periodic sweep once nothing was written to it for ``UPLOAD_ABANDONED_AFTER_S``
+(``upload_folders_sweep`` here; the dataset imports' jobs in ``annotations.runs.uploads``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -39,6 +45,8 @@ CHUNK = 1024 * 1024
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 MAX_ARCHIVE_MEMBERS = 100_000
 _JUNK = ("__MACOSX/", ".DS_Store")
+UPLOAD_KINDS = ("databases", "datasets")  # the folders of the first data dir that ``new_folder`` writes into
+_UPLOAD_FOLDER = re.compile(r".+-[0-9a-f]{8}")  # what ``new_folder`` names a folder
 
 
 def too_large(size: int, limit: int, what: str) -> str | None:
@@ -228,6 +236,10 @@ class JobReporter:
             self._write(done=done, total=total)
 
     def _write(self, **fields) -> None:
+        fields["updated_at"] = timezone.now()  # the job is alive: the sweep of abandoned uploads leaves it
+        self._write_fields(**fields)
+
+    def _write_fields(self, **fields) -> None:
         """Inside an import's transaction (PostgreSQL writes a dataset's questions in one), progress goes through a
         connection of its own, committed at once, so the page sees it while the import runs. A job row that
         connection cannot see (created in the same open transaction) is updated in that transaction instead."""
@@ -246,10 +258,57 @@ class JobReporter:
 
 
 def job_finish(*, job: ImportJob, result_url: str, stage: str = "") -> None:
+    now = timezone.now()
     ImportJob.objects.filter(pk=job.pk).update(status=ImportJob.Status.DONE, result_url=result_url,
-                                               stage=stage or "finished", finished_at=timezone.now())
+                                               stage=stage or "finished", finished_at=now, updated_at=now)
 
 
 def job_fail(*, job: ImportJob, error: str) -> None:
+    now = timezone.now()
     ImportJob.objects.filter(pk=job.pk).update(status=ImportJob.Status.FAILED, error=clean_text(error)[:5000],
-                                               finished_at=timezone.now())
+                                               finished_at=now, updated_at=now)
+
+
+# --- abandoned uploads --------------------------------------------------------------------------
+
+
+def upload_folders_sweep(*, older_than_s: float, in_use: Iterable[str] = ()) -> list[Path]:
+    """Remove the folders ``new_folder`` made for uploads that never finished: no registered database and no
+    import job points into one, nor any path of ``in_use`` (the caller's: e.g. datasets' source paths), and
+    nothing in it was written for ``older_than_s``. Returns the folders removed.
+
+    A finished upload is always pointed at (a database upload by its database, a dataset upload by its job);
+    one being stored is being written. What is left is an upload whose request or worker died mid-way."""
+    dirs = locations.data_dirs()
+    if not dirs:
+        return []
+    candidates = [folder for kind in UPLOAD_KINDS if (dirs[0] / kind).is_dir()
+                  for folder in (dirs[0] / kind).iterdir()
+                  if _UPLOAD_FOLDER.fullmatch(folder.name) and folder.is_dir() and not folder.is_symlink()]
+    if not candidates:
+        return []
+    pointed = [*Database.objects.filter(engine=Database.Engine.SQLITE).values_list("location", flat=True),
+               *ImportJob.objects.exclude(staging="").values_list("staging", flat=True), *in_use]
+    used = [Path(os.path.realpath(p)) for p in pointed if p]
+    cutoff = time.time() - older_than_s
+    removed = []
+    for folder in candidates:
+        real = folder.resolve()
+        if any(p == real or real in p.parents for p in used) or _written_since(folder, cutoff):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        logger.info("removed the abandoned upload %s", folder)
+        removed.append(folder)
+    return removed
+
+
+def _written_since(folder: Path, cutoff: float) -> bool:
+    """Whether anything in ``folder`` (itself included) was written after ``cutoff`` (a timestamp)."""
+    for parent, dirnames, filenames in os.walk(folder):
+        for name in [".", *dirnames, *filenames]:
+            try:
+                if os.lstat(os.path.join(parent, name)).st_mtime > cutoff:
+                    return True
+            except OSError:  # removed meanwhile
+                continue
+    return False

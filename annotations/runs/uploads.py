@@ -4,7 +4,7 @@
 ``dataset_upload_start`` (in the request) stores the files in the app's data folder and queues the import;
 ``dataset_upload_run`` (the Celery task) unpacks, checks every database file, and calls ``dataset_import`` with
 its progress going to the job. A failure at any step removes every file and registration it made: a refused
-upload stores nothing.
+upload stores nothing. An upload that never finished is removed by ``abandoned_uploads_sweep``.
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ import logging
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from agent.conf import agent_settings
 from agent.models import Database, DatabaseGrant, ImportJob, name_validator
-from agent.services import uploads
+from agent.services import leases, uploads
 from agent.services.jobs import enqueue_on_commit
 from annotations.runs.models import Dataset
 from annotations.runs.services import dataset_import
@@ -203,3 +205,64 @@ def _undo(folder: Path, existing_dbs: set[int]) -> None:
     for database in Database.objects.exclude(pk__in=existing_dbs).filter(location__startswith=str(folder.resolve())):
         database.delete()
     shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+# --- abandoned uploads --------------------------------------------------------------------------
+
+
+def abandoned_uploads_sweep(*, older_than_s: float | None = None) -> dict[str, int]:
+    """Remove what uploads that never finished left behind, once nothing was written to them for ``older_than_s``
+    (default ``UPLOAD_ABANDONED_AFTER_S``): a dataset import whose job stayed queued or importing (its message
+    was lost, its worker died) is failed and its files and the databases it registered are removed; failed jobs
+    that old are deleted (their files went when they failed); folders of uploads whose request died while
+    storing are removed (``uploads.upload_folders_sweep``). A finished import, a registered upload, and the
+    files of a dataset are never touched. Returns how many of each were removed."""
+    if older_than_s is None:
+        older_than_s = float(agent_settings.UPLOAD_ABANDONED_AFTER_S)
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    abandoned = 0
+    for job in ImportJob.objects.filter(kind=ImportJob.Kind.DATASET, updated_at__lt=cutoff,
+                                        status__in=[ImportJob.Status.QUEUED, ImportJob.Status.RUNNING]):
+        abandoned += _abandon(job)
+    old_failed, _ = ImportJob.objects.filter(status=ImportJob.Status.FAILED, updated_at__lt=cutoff).delete()
+    folders = uploads.upload_folders_sweep(
+        older_than_s=older_than_s, in_use=Dataset.objects.exclude(source_path="").values_list("source_path", flat=True))
+    return {"abandoned_jobs": abandoned, "failed_jobs_deleted": old_failed, "folders": len(folders)}
+
+
+def _abandon(job: ImportJob) -> int:
+    """End a dataset import nobody carries on: 1 when it was cleaned up, 0 when it is left (it had finished after
+    all, or what it wrote is in use)."""
+    staging = Path(job.staging).resolve() if job.staging else None
+    dataset = Dataset.objects.filter(name=job.name).first()
+    ours = (dataset is not None and staging is not None
+            and Path(dataset.source_path).resolve().is_relative_to(staging))  # names are checked free at upload
+    if ours and dataset.question_count:
+        # Imported (its last step counts the questions): the worker stopped before saying so. Its files are the
+        # dataset's now.
+        uploads.job_finish(job=job, result_url=dataset.get_absolute_url(),
+                           stage=f"imported {dataset.question_count} questions")
+        return 0
+    if ours and dataset.runs.exists():
+        return 0  # half imported, yet a run uses it: left as it is
+    # Claimed only if untouched since read: a job a worker has just taken up again is left to it.
+    now = timezone.now()
+    if not ImportJob.objects.filter(pk=job.pk, status=job.status, updated_at=job.updated_at).update(
+            status=ImportJob.Status.FAILED, finished_at=now, updated_at=now,
+            error="The import was abandoned: nothing happened to it for "
+                  f"{agent_settings.UPLOAD_ABANDONED_AFTER_S / 3600:g} hours (its worker stopped, or the queue "
+                  "lost it). Its files were removed; upload the dataset again."):
+        return 0
+    if ours:
+        dataset.delete()  # half written (an import on the embedded database stopped mid-way)
+    if staging is not None:
+        _undo(staging / "data", set())  # the databases it registered (in its own folder), then the folder
+    logger.info("dataset upload %s (%s) abandoned: removed", job.pk, job.name)
+    return 1
+
+
+def abandoned_uploads_sweep_if_due() -> None:
+    """The periodic sweep's hook (``annotations.apps``): one process an hour (or a quarter of the threshold)."""
+    period = min(3600.0, float(agent_settings.UPLOAD_ABANDONED_AFTER_S) / 4)
+    if leases.sweep_turn("abandoned-uploads", period):
+        abandoned_uploads_sweep()
