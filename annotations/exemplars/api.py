@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -83,6 +84,29 @@ class StepCreateSerializer(serializers.Serializer):
                                    help_text="Run the tool now on the exemplar's database and store its observation.")
 
 
+class ExemplarUpdateSerializer(serializers.Serializer):
+    """The fields to change (any left out stay as they are)."""
+
+    question = serializers.CharField(required=False, max_length=4000)
+    evidence = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+    notes = serializers.CharField(required=False, allow_blank=True)
+    tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False)
+    final_sql = serializers.CharField(required=False, allow_blank=True)
+
+
+class StepUpdateSerializer(serializers.Serializer):
+    """The step's thought and action (either left out stays as it is). A changed action clears its observation
+    and makes the later ones stale; ``run`` runs its tool again at once."""
+
+    thought = serializers.CharField(required=False, allow_blank=True)
+    action = serializers.CharField(required=False)
+    run = serializers.BooleanField(required=False, default=False)
+
+
+class StepMoveSerializer(serializers.Serializer):
+    offset = serializers.ChoiceField(choices=[-1, 1], help_text="-1 moves the step up, 1 down (Done stays last).")
+
+
 class ReviewSerializer(serializers.Serializer):
     approve = serializers.BooleanField()
     comment = serializers.CharField(required=False, allow_blank=True, default="")
@@ -96,12 +120,16 @@ class ExemplarCursorPagination(ListCursorPagination):
 
 class ExemplarViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                       viewsets.GenericViewSet):
-    """Exemplars (few-shot trajectories): write one, add steps run with the real tools, submit, review.
-    Filter the list with ``?state=approved``."""
+    """Exemplars (few-shot trajectories): write one, add, edit, run, move and delete steps with the real tools,
+    submit, review. Filter the list with ``?state=approved``. Every edit goes through the services the page uses:
+    only the author or a Curator edits, and an edit of a submitted or approved exemplar makes it a draft again."""
 
     pagination_class = ExemplarCursorPagination
     permission_classes = [IsAuthenticated, PolicyPermission]
     write_policies = {"create": policies.can_author_exemplars, "steps": policies.can_author_exemplars,
+                      "partial_update": policies.can_author_exemplars, "step": policies.can_author_exemplars,
+                      "step_run": policies.can_author_exemplars, "step_move": policies.can_author_exemplars,
+                      "steps_rerun": policies.can_author_exemplars,
                       "submit": policies.can_author_exemplars, "review": policies.can_review_exemplars}
 
     def get_queryset(self):
@@ -132,6 +160,63 @@ class ExemplarViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
         incoming.is_valid(raise_exception=True)
         step = _call(services.step_add, exemplar=exemplar, user=request.user, **incoming.validated_data)
         return Response(StepSerializer(step).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=ExemplarUpdateSerializer, responses={200: ExemplarDetailSerializer})
+    def partial_update(self, request: Request, *args, **kwargs) -> Response:
+        """Change the question, evidence, notes, tags or final SQL."""
+        exemplar = self.get_object()
+        incoming = ExemplarUpdateSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        fields = {"question": exemplar.question, "evidence": exemplar.evidence, "notes": exemplar.notes,
+                  "tags": exemplar.tags, "final_sql": None, **incoming.validated_data}
+        exemplar = _call(services.exemplar_update, exemplar=exemplar, user=request.user, **fields)
+        return Response(ExemplarDetailSerializer(exemplar).data)
+
+    def _step(self, step_id: str | None) -> ExemplarStep:
+        return get_object_or_404(self.get_object().steps.select_related("exemplar__database"), pk=step_id)
+
+    @extend_schema(methods=["PATCH"], request=StepUpdateSerializer, responses={200: StepSerializer})
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None})
+    @action(detail=True, methods=["patch", "delete"], url_path=r"steps/(?P<step_id>[0-9]+)", url_name="step")
+    def step(self, request: Request, pk: str | None = None, step_id: str | None = None) -> Response:
+        """Edit a step (PATCH) or delete it (DELETE: the later ones move up and become stale)."""
+        step = self._step(step_id)
+        if request.method == "DELETE":
+            _call(services.step_delete, step=step, user=request.user)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        incoming = StepUpdateSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        step = _call(services.step_update, step=step, user=request.user, thought=data.get("thought", step.thought),
+                     action=data.get("action", step.action))
+        if data["run"]:
+            step = _call(services.step_run, step=step, user=request.user)
+        return Response(StepSerializer(step).data)
+
+    @extend_schema(request=None, responses={200: StepSerializer})
+    @action(detail=True, methods=["post"], url_path=r"steps/(?P<step_id>[0-9]+)/run", url_name="step-run")
+    def step_run(self, request: Request, pk: str | None = None, step_id: str | None = None) -> Response:
+        """Run the step's tool again on the exemplar's database and store the observation."""
+        step = _call(services.step_run, step=self._step(step_id), user=request.user)
+        return Response(StepSerializer(step).data)
+
+    @extend_schema(request=StepMoveSerializer, responses={200: ExemplarDetailSerializer})
+    @action(detail=True, methods=["post"], url_path=r"steps/(?P<step_id>[0-9]+)/move", url_name="step-move")
+    def step_move(self, request: Request, pk: str | None = None, step_id: str | None = None) -> Response:
+        """Swap the step with its neighbour; the observations after them become stale."""
+        step = self._step(step_id)
+        incoming = StepMoveSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        _call(services.step_move, step=step, user=request.user, offset=incoming.validated_data["offset"])
+        return Response(ExemplarDetailSerializer(self.get_object()).data)
+
+    @extend_schema(request=None, responses={200: ExemplarDetailSerializer})
+    @action(detail=True, methods=["post"], url_path="steps/rerun", url_name="steps-rerun")
+    def steps_rerun(self, request: Request, pk: str | None = None) -> Response:
+        """Run again every stale or never-run step, in order."""
+        exemplar = self.get_object()
+        _call(services.exemplar_rerun_stale, exemplar=exemplar, user=request.user)
+        return Response(ExemplarDetailSerializer(self.get_object()).data)
 
     @extend_schema(request=None, responses={200: ExemplarDetailSerializer})
     @action(detail=True, methods=["post"])

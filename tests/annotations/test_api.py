@@ -315,3 +315,62 @@ def test_an_operator_uploads_a_short_predictions_file_and_chooses_how_missing_on
     client.force_login(account("ann", ANNOTATOR))
     denied = client.post(url, {"name": "x", "format": "spider", "file": SimpleUploadedFile("p.txt", b"SELECT 1\n")})
     assert denied.status_code == 403 and Run.objects.count() == 2
+
+
+def send(client, method: str, url: str, data=None):
+    return client.generic(method, url, data=json.dumps(data or {}), content_type="application/json")
+
+
+def test_exemplar_steps_are_edited_run_moved_and_deleted_through_the_api_as_in_the_page(client, account,
+                                                                                          spider_database):
+    """The same services as the page: only the author or a Curator edits, a changed action clears the step's
+    observation and makes the later ones stale, and an edit of an approved exemplar makes it a draft again (a
+    published set version keeps what it published)."""
+    from annotations.models import ExemplarSetVersion
+
+    spider_database("concert_singer")
+    ann = account("ann", ANNOTATOR, ASKER)
+    client.force_login(ann)
+    pk = post(client, "/api/exemplars/", {"database": "concert_singer", "question": "How many singers?"}).json()["id"]
+    steps = [post(client, f"/api/exemplars/{pk}/steps/", {"thought": t, "action": a}).json() for t, a in [
+        ("Look.", 'ExecuteSQL("SELECT name FROM singer")'), ("Count.", 'ExecuteSQL("SELECT count(*) FROM singer")'),
+        ("", "Done")]]
+    first, second, done = (s["id"] for s in steps)
+    assert post(client, f"/api/exemplars/{pk}/submit/", {}).json()["state"] == "in_review"
+    client.force_login(account("cleo", CURATOR))
+    assert post(client, f"/api/exemplars/{pk}/review/", {"approve": True}).json()["state"] == "approved"
+    published = post(client, f"/api/exemplar-sets/{post(client, '/api/exemplar-sets/', {'name': 's'}).json()['id']}"
+                             "/publish/", {"exemplars": [pk]}).json()
+
+    client.force_login(account("eve", ANNOTATOR))  # another annotator: not hers to edit
+    assert send(client, "PATCH", f"/api/exemplars/{pk}/steps/{first}/", {"thought": "Mine now."}).status_code == 403
+    assert send(client, "DELETE", f"/api/exemplars/{pk}/steps/{first}/").status_code == 403
+    client.force_login(account("vic", VIEWER))
+    assert send(client, "PATCH", f"/api/exemplars/{pk}/", {"question": "?"}).status_code == 403
+
+    client.force_login(ann)
+    edited = send(client, "PATCH", f"/api/exemplars/{pk}/steps/{first}/",
+                  {"action": 'ExecuteSQL("SELECT name FROM singer WHERE age > 30")'})
+    assert edited.status_code == 200 and edited.json()["observation"] is None and edited.json()["thought"] == "Look."
+    detail = client.get(f"/api/exemplars/{pk}/").json()
+    assert detail["state"] == "draft"  # an approved exemplar edited: reviewed again
+    assert [s["stale"] for s in detail["steps"]] == [False, True, False]
+    ran = post(client, f"/api/exemplars/{pk}/steps/{first}/run/", {})
+    assert ran.status_code == 200 and ran.json()["ok"] is True and ran.json()["observation"]
+    assert send(client, "PATCH", f"/api/exemplars/{pk}/steps/{second}/", {"action": "ExecuteSQL("}).status_code == 400
+    assert len(post(client, f"/api/exemplars/{pk}/steps/rerun/", {}).json()["steps"]) == 3
+    assert not any(s["stale"] for s in client.get(f"/api/exemplars/{pk}/").json()["steps"])
+
+    moved = post(client, f"/api/exemplars/{pk}/steps/{second}/move/", {"offset": -1}).json()
+    assert [s["id"] for s in moved["steps"]] == [second, first, done]
+    assert post(client, f"/api/exemplars/{pk}/steps/{first}/move/", {"offset": 1}).status_code == 400  # Done last
+    assert send(client, "DELETE", f"/api/exemplars/{pk}/steps/{first}/").status_code == 204
+    after = client.get(f"/api/exemplars/{pk}/").json()
+    assert [(s["id"], s["position"]) for s in after["steps"]] == [(second, 0), (done, 1)]
+    assert send(client, "PATCH", f"/api/exemplars/{pk}/steps/{10**9}/", {"thought": "x"}).status_code == 404
+    renamed = send(client, "PATCH", f"/api/exemplars/{pk}/", {"question": "How many singers are there?",
+                                                              "tags": ["count"]})
+    assert renamed.status_code == 200 and renamed.json()["tags"] == ["count"]
+    assert renamed.json()["evidence"] == "" and renamed.json()["final_sql"] == "SELECT count(*) FROM singer"
+    frozen = ExemplarSetVersion.objects.get(pk=published["id"]).exemplars[0]
+    assert frozen["question"] == "How many singers?" and len(frozen["steps"]) == 3
