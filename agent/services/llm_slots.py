@@ -1,8 +1,9 @@
 """An endpoint's ``max_concurrency`` across every worker, session and run: a semaphore of expiring leases.
 
 Each LLM call holds a slot for its whole duration (retries included) and gives it back when it ends, with or
-without an error. A holder renews its lease every third of ``LLM_SLOT_LEASE_S`` while its call runs, so a slot
-whose process died comes free at most ``LLM_SLOT_LEASE_S`` later. Where the slots live:
+without an error. A holder renews its lease every third of ``LLM_SLOT_LEASE_S`` while its call runs (one thread
+per process renews them all), so a slot whose process died comes free at most ``LLM_SLOT_LEASE_S`` later. Where
+the slots live:
 
 - Redis, when the Celery broker is Redis: one sorted set per endpoint (member: lease token, score: expiry by
   the Redis server's clock), changed only by Lua scripts, so every worker on every machine sees one count;
@@ -15,6 +16,7 @@ A call that finds every slot taken waits (polling with jitter) up to ``LLM_SLOT_
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -157,23 +159,75 @@ def backend() -> SlotBackend:
     return DatabaseSlots()
 
 
-class _Renewer(threading.Thread):
-    def __init__(self, slots: SlotBackend, key: str, token: str, ttl_s: float) -> None:
-        super().__init__(daemon=True, name=f"llm-slot-{key}")
-        self.slots, self.key, self.token, self.ttl_s = slots, key, token, ttl_s
-        self.stop_event = threading.Event()
+class _Renewals:
+    """One thread per process renews every lease this process holds, each a third of its ``ttl_s`` after the
+    last renewal (a thread per call cost a thread start and a database connection per call; a wave of 64 calls
+    answered at once paid for 64 of them). A lease found gone stops being renewed; an error is logged and the
+    lease renewed again at its next turn, which may come before it runs out."""
 
-    def run(self) -> None:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._leases: dict[str, tuple[SlotBackend, str, float]] = {}  # token: (backend, key, ttl_s)
+        self._due: dict[str, float] = {}  # token: when to renew it next (time.monotonic())
+        self._next = float("inf")  # when the thread wakes next by itself
+        self._thread: threading.Thread | None = None
+
+    def add(self, slots: SlotBackend, key: str, token: str, ttl_s: float) -> None:
+        due = time.monotonic() + ttl_s / 3
+        with self._lock:
+            self._leases[token] = (slots, key, ttl_s)
+            self._due[token] = due
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, daemon=True, name="llm-slot-renewals")
+                self._thread.start()
+            elif due < self._next:
+                self._wake.set()
+
+    def remove(self, token: str) -> None:
+        with self._lock:
+            self._leases.pop(token, None)
+            self._due.pop(token, None)
+
+    def held(self) -> int:
+        with self._lock:
+            return len(self._leases)
+
+    def _run(self) -> None:
+        while True:
+            now = time.monotonic()
+            with self._lock:
+                due = [(token, self._leases[token]) for token, at in self._due.items() if at <= now]
+                for token, (_, _, ttl_s) in due:
+                    self._due[token] = now + ttl_s / 3
+                self._next = min(self._due.values(), default=now + 60.0)
+                self._wake.clear()
+            for token, (slots, key, ttl_s) in due:
+                self._renew(slots, key, token, ttl_s)
+            if due:
+                connection.close()  # the database backend's renewals: no connection left open between them
+            self._wake.wait(max(0.0, self._next - time.monotonic()))
+
+    def _renew(self, slots: SlotBackend, key: str, token: str, ttl_s: float) -> None:
         try:
-            while not self.stop_event.wait(self.ttl_s / 3):
-                try:
-                    if not self.slots.renew(self.key, self.token, self.ttl_s):
-                        logger.warning("LLM slot lease on %s expired while its call ran", self.key)
-                        return
-                except Exception:  # a blip: the next renewal may succeed before the lease runs out
-                    logger.exception("could not renew an LLM slot lease on %s", self.key)
-        finally:
-            connection.close()
+            renewed = slots.renew(key, token, ttl_s)
+        except Exception:  # a blip: the next renewal may succeed before the lease runs out
+            logger.exception("could not renew an LLM slot lease on %s", key)
+            return
+        if not renewed:
+            with self._lock:
+                still_held = self._leases.pop(token, None) is not None  # else released while we renewed
+                self._due.pop(token, None)
+            if still_held:
+                logger.warning("LLM slot lease on %s expired while its call ran", key)
+
+    def _after_fork(self) -> None:
+        # A forked child holds none of its parent's calls, and the parent's lock may have been taken mid-way.
+        self.__init__()  # type: ignore[misc]
+
+
+_renewals = _Renewals()
+os.register_at_fork(after_in_child=_renewals._after_fork)
 
 
 @contextmanager
@@ -204,12 +258,11 @@ def slot(key: str, limit: int, *, slots: SlotBackend | None = None, ttl_s: float
                               f"for {wait_s:.0f} s.")
         time.sleep(delay * (0.5 + random.random()))  # jitter, so waiters do not poll in step
         delay = min(delay * 1.5, 0.5)
-    renewer = _Renewer(slots, key, token, ttl_s)
-    renewer.start()
+    _renewals.add(slots, key, token, ttl_s)
     try:
         yield token
     finally:
-        renewer.stop_event.set()
+        _renewals.remove(token)
         try:
             slots.release(key, token)
         except STORE_ERRORS:  # the lease runs out by itself within ttl_s; the call's result must not be lost

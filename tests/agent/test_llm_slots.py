@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -213,3 +214,48 @@ def _test_database_url() -> str:
     user = db.get("USER") or ""
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     return f"postgres://{user}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+def test_leases_held_past_their_ttl_are_renewed_by_one_thread(slots) -> None:
+    """Eight calls hold slots for 2.5 leases' time: still held at the end, renewed by one thread, not eight."""
+    key = f"renew-{uuid.uuid4().hex[:8]}"
+    held, release = threading.Barrier(9), threading.Event()
+
+    def hold() -> None:
+        try:
+            with llm_slots.slot(key, 8, slots=slots, ttl_s=0.6):
+                held.wait()
+                release.wait()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=hold) for _ in range(8)]
+    for t in threads:
+        t.start()
+    held.wait()
+    try:
+        time.sleep(1.5)
+        assert slots.holders(key) == 8
+        with pytest.raises(CallRefused):
+            with llm_slots.slot(key, 8, slots=slots, wait_s=0):
+                pass
+        names = [t.name for t in threading.enumerate()]
+        assert names.count("llm-slot-renewals") == 1
+        assert not [n for n in names if n.startswith("llm-slot-") and n != "llm-slot-renewals"]
+    finally:
+        release.set()
+        for t in threads:
+            t.join()
+    assert llm_slots._renewals.held() == 0
+    time.sleep(0.5)  # a renewal round after the release brings no lease back
+    assert slots.holders(key) == 0
+
+
+def test_a_lease_that_vanished_is_no_longer_renewed(slots, caplog) -> None:
+    key = f"gone-{uuid.uuid4().hex[:8]}"
+    with llm_slots.slot(key, 1, slots=slots, ttl_s=0.6) as token:
+        slots.release(key, token)  # as if it had run out while the call was stuck
+        time.sleep(0.5)
+        assert llm_slots._renewals.held() == 0
+        assert slots.holders(key) == 0
+    assert "expired while its call ran" in caplog.text
