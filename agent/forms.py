@@ -1,4 +1,5 @@
 import datetime
+import functools
 from dataclasses import fields
 
 from django import forms
@@ -74,6 +75,16 @@ class MultipleFileField(forms.FileField):
         return [super().clean(data, initial)] if data else []
 
 
+class OnceModelChoiceIterator(forms.models.ModelChoiceIterator):
+    """A select's choices read once per form: rendering one iterates them twice (the ``required`` attribute looks
+    at the first choice), a query each time."""
+
+    def __iter__(self):
+        if not hasattr(self, "_rows"):
+            self._rows = list(super().__iter__())
+        return iter(self._rows)
+
+
 class AskForm(forms.Form):
     database = forms.ModelChoiceField(queryset=Database.objects.ready(), to_field_name="name", empty_label=None)
     question = forms.CharField(max_length=4000, widget=forms.Textarea(
@@ -101,7 +112,11 @@ class AskForm(forms.Form):
 
     def __init__(self, *args, user=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["database"].iterator = OnceModelChoiceIterator
         self.fields["database"].queryset = policies.visible_databases(user).ready()
+        # Read once per form, when first needed (a callable's choices are read again at every look: rendering,
+        # validation); each form has its own cache, so a version published since shows on the next page.
+        self.fields["exemplar_set_version"].choices = functools.cache(few_shot_choices)
 
     def few_shot(self) -> FewShot | None:
         """The chosen version's exemplars as the session takes them (None: zero-shot)."""

@@ -161,20 +161,23 @@ def ask_initial(*, user, requested: str = "") -> dict:
     from agent import policies
     from agent.models import AskPreference
 
-    ready = policies.visible_databases(user).ready()
-    preference = AskPreference.objects.select_related("database").filter(user_id=getattr(user, "pk", None)).first()
+    # One read of the few names the choice is made among (not a query per rule, nor their schemas).
+    ready = list(policies.visible_databases(user).ready().order_by("name").values_list("pk", "name", "is_demo"))
+    preference = (AskPreference.objects.select_related("database").only("strategy", "database__name",
+                                                                        "database__status")
+                  .filter(user_id=getattr(user, "pk", None)).first())
     out: dict = {"database": None, "strategy": preference.strategy if preference else "", "source": "", "notice": ""}
-    if requested and ready.filter(name=requested).exists():
+    if requested and any(name == requested for _pk, name, _demo in ready):
         return {**out, "database": requested, "source": "link"}
     if preference is not None and preference.database_id:
-        if ready.filter(pk=preference.database_id).exists():
+        if any(pk == preference.database_id for pk, _name, _demo in ready):
             return {**out, "database": preference.database.name, "source": "last"}
         out["notice"] = (f"The database you last asked about, {preference.database.name}, is not available now "
                          f"({preference.database.get_status_display().lower()}, or no longer granted): choose one.")
-    demo = ready.filter(is_demo=True).order_by("name").first()
-    chosen = demo or ready.order_by("name").first()
+    demo = next((name for _pk, name, is_demo in ready if is_demo), None)
+    chosen = demo or next((name for _pk, name, _demo in ready), None)
     if chosen is not None:
-        out.update(database=chosen.name, source="demo" if demo else "first")
+        out.update(database=chosen, source="demo" if demo else "first")
     return out
 
 

@@ -8,6 +8,7 @@ granted one database (the visibility filters are part of every query) and, where
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
 from django.db import connection
@@ -378,3 +379,21 @@ def test_api_runs_and_exemplars_page_by_cursor_through_every_row_once(user_clien
             seen += [row["id"] for row in body["results"]]
             page = body["next"]
         assert seen == list(expected.values_list("pk", flat=True)) and len(seen) >= 5  # (the paper's exemplars too)
+
+
+def test_ask_page_reads_nothing_twice(user_client, user, world):
+    """The Ask page ran 15 queries, four of them twice over (the few-shot choices and the database select, each
+    read once per look; the LLM endpoint, by the view and again by the context processor; the start database, one
+    query per rule): each is read once now."""
+    from agent.models import Database
+
+    add_sessions(world, user, 3)
+    Database.objects.filter(pk=world.pk).update(status=Database.Status.READY)  # offered by the select
+    with CaptureQueriesContext(connection) as queries:
+        page = user_client.get(reverse("ask"))
+    assert page.status_code == 200 and '<option value="shop" selected>' in page.content.decode()
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert len(statements) == len(set(statements)), [s for s in statements if statements.count(s) > 1]
+    databases = [s for s in statements if re.match(r'(DECLARE .*? FOR )?SELECT (?:(?! FROM ).)* FROM "agent_database"', s)]
+    assert len(databases) == 2, databases  # the start database, the select (a cursor on PostgreSQL)
+    assert len(statements) <= 11
