@@ -208,3 +208,34 @@ def test_a_running_session_asked_to_stop_stops_before_its_next_llm_call(spider_d
     session.refresh_from_db()
     assert session.status == AgentSession.Status.CANCELLED
     assert server.chat_requests() == []
+
+
+def test_a_stored_turn_adds_exactly_its_tokens_latencies_and_counts_to_the_session(spider_database, replay_llm):
+    db = spider_database("concert_singer")
+    replay_llm([f'Thought: Count them.\nAction: ExecuteSQL("{COUNT_SQL}")', "Thought: Done.\nAction: Done"])
+    session = run(db)
+    turns = list(Turn.objects.for_session(session))
+    assert session.prompt_tokens == sum(t.prompt_tokens for t in turns) > 0
+    assert session.completion_tokens == sum(t.completion_tokens for t in turns) > 0
+    assert session.llm_latency_ms == pytest.approx(sum(t.llm_latency_ms for t in turns))
+    assert session.tool_latency_ms == pytest.approx(sum(t.tool_latency_ms or 0 for t in turns))
+    assert session.rounds == 2 and session.tool_calls == sum(t.tool_latency_ms is not None for t in turns)
+    assert session.heartbeat_at >= session.started_at
+
+
+def test_a_session_is_claimed_once_until_its_worker_stops_beating(demo_database):
+    session = AgentSession.objects.create(database=demo_database, question="q", strategy="interactive_t2s",
+                                          config={}, status=AgentSession.Status.QUEUED)
+    lease = sessions._claim(session.pk)
+    session.refresh_from_db()
+    assert lease and session.lease == lease and session.status == AgentSession.Status.RUNNING
+    assert session.attempts == 1 and session.started_at is not None and session.heartbeat_at is not None
+    first_start = session.started_at
+    assert sessions._claim(session.pk) is None  # its worker beats: nobody else takes it
+    AgentSession.objects.filter(pk=session.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    again = sessions._claim(session.pk)  # stale: taken over, started_at kept
+    session.refresh_from_db()
+    assert again and again != lease and session.lease == again and session.attempts == 2
+    assert session.started_at == first_start and session.heartbeat_at > first_start
+    AgentSession.objects.filter(pk=session.pk).update(status=AgentSession.Status.ANSWERED, heartbeat_at=None)
+    assert sessions._claim(session.pk) is None  # a finished session is never claimed
