@@ -19,6 +19,7 @@ VAR_DIR = Path(os.environ.get("T2S_VAR_DIR", BASE_DIR / "var"))
 # From here on this process creates files 0600 and directories 0700; var/ is tightened (t2s_site/varfiles.py).
 make_private(VAR_DIR)
 (VAR_DIR / "uploads").mkdir(exist_ok=True)
+(VAR_DIR / "scratch").mkdir(mode=0o700, exist_ok=True)
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -161,6 +162,9 @@ CONTENT_SECURITY_POLICY = {
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# Uploads over the memory size are spooled here while the request reads them; a request killed mid-way leaves its
+# file, which the periodic sweep of abandoned uploads removes (agent.services.uploads.scratch_sweep).
+FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "scratch")
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 

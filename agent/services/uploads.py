@@ -21,12 +21,14 @@ import re
 import shutil
 import sqlite3
 import stat
+import tempfile
 import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
@@ -70,6 +72,20 @@ def new_folder(kind: str, name: str) -> Path:
     folder = upload_root() / kind / f"{name}-{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
     return folder
+
+
+def scratch_root() -> Path:
+    """Where an upload handled within its request is kept while it is read (Django's temporary upload files,
+    ``FILE_UPLOAD_TEMP_DIR``, and ``scratch_folder``): inside var/, which is never a database location, rather
+    than the system's temporary directory, so that ``scratch_sweep`` finds what a killed request left there."""
+    root = Path(settings.VAR_DIR) / "scratch"
+    root.mkdir(mode=0o700, exist_ok=True)
+    return root
+
+
+def scratch_folder(prefix: str) -> Path:
+    """A fresh private folder under ``scratch_root``; the caller removes it when done."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=scratch_root()))
 
 
 def store_upload(chunks: Iterable[bytes], target: Path, *, limit: int, what: str) -> int:
@@ -299,6 +315,27 @@ def upload_folders_sweep(*, older_than_s: float, in_use: Iterable[str] = ()) -> 
         shutil.rmtree(folder, ignore_errors=True)
         logger.info("removed the abandoned upload %s", folder)
         removed.append(folder)
+    return removed
+
+
+def scratch_sweep(*, older_than_s: float) -> list[Path]:
+    """Remove what requests that died while handling an upload left in ``scratch_root``: every entry nothing
+    was written to for ``older_than_s`` (a request lasts minutes; the threshold is hours). Returns what was
+    removed."""
+    root = Path(settings.VAR_DIR) / "scratch"
+    if not root.is_dir():
+        return []
+    cutoff = time.time() - older_than_s
+    removed = []
+    for entry in root.iterdir():
+        if _written_since(entry, cutoff):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        logger.info("removed the abandoned upload %s", entry)
+        removed.append(entry)
     return removed
 
 

@@ -554,7 +554,6 @@ def import_upload(*, chunks, size: int, filename: str, user, name: str | None = 
     and database folders, or a folder of such folders) or a JSON export. Imported like the command does, all or
     nothing; the uploaded files are removed afterwards either way. Problems name the file as uploaded."""
     import shutil
-    import tempfile
 
     from django.core.exceptions import ValidationError
 
@@ -570,7 +569,7 @@ def import_upload(*, chunks, size: int, filename: str, user, name: str | None = 
     if suffix not in (".zip", ".json"):
         raise ImportProblem([f"{base}: upload a .zip of a prompt folder or a .json set export."])
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(base).stem) or "upload"
-    work = Path(tempfile.mkdtemp(prefix="t2s-exemplars-"))
+    work = uploads.scratch_folder("exemplars-")  # swept if this request dies before its finally
     try:
         stored = work / f"{stem}{suffix}"
         try:

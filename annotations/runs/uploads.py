@@ -215,7 +215,8 @@ def abandoned_uploads_sweep(*, older_than_s: float | None = None) -> dict[str, i
     (default ``UPLOAD_ABANDONED_AFTER_S``): a dataset import whose job stayed queued or importing (its message
     was lost, its worker died) is failed and its files and the databases it registered are removed; failed jobs
     that old are deleted (their files went when they failed); folders of uploads whose request died while
-    storing are removed (``uploads.upload_folders_sweep``). A finished import, a registered upload, and the
+    storing are removed (``uploads.upload_folders_sweep``), and so are the temporary files of requests that died
+    while reading an upload (``uploads.scratch_sweep``: exemplar sets, prediction files). A finished import, a registered upload, and the
     files of a dataset are never touched. Returns how many of each were removed."""
     if older_than_s is None:
         older_than_s = float(agent_settings.UPLOAD_ABANDONED_AFTER_S)
@@ -227,7 +228,9 @@ def abandoned_uploads_sweep(*, older_than_s: float | None = None) -> dict[str, i
     old_failed, _ = ImportJob.objects.filter(status=ImportJob.Status.FAILED, updated_at__lt=cutoff).delete()
     folders = uploads.upload_folders_sweep(
         older_than_s=older_than_s, in_use=Dataset.objects.exclude(source_path="").values_list("source_path", flat=True))
-    return {"abandoned_jobs": abandoned, "failed_jobs_deleted": old_failed, "folders": len(folders)}
+    scratch = uploads.scratch_sweep(older_than_s=older_than_s)
+    return {"abandoned_jobs": abandoned, "failed_jobs_deleted": old_failed, "folders": len(folders),
+            "scratch": len(scratch)}
 
 
 def _abandon(job: ImportJob) -> int:

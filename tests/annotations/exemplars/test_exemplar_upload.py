@@ -70,7 +70,7 @@ def test_a_folder_without_its_tool_description_names_the_problem_not_a_server_pa
         "file": SimpleUploadedFile("spider.zip", folder_zip(PAPER_SPIDER, drop="tool_desc.txt"))})
     page = response.content.decode()
     assert response.status_code == 400 and "tool_desc.txt" in page
-    assert "/tmp" not in page and "t2s-exemplars-" not in page
+    assert "/tmp" not in page and "scratch" not in page and "exemplars-" not in page
 
 
 def test_annotators_cannot_upload_sets(client, django_user_model):

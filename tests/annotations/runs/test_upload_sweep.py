@@ -151,6 +151,46 @@ def test_folders_of_uploads_whose_request_died_are_removed_and_nothing_else(uplo
     assert (by_hand / "dev.json").is_file() and (imported / "questions.jsonl").is_file()
 
 
+def test_files_of_requests_that_died_while_reading_an_upload_are_removed_once_old(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    old_folder = age(agent_uploads.scratch_folder("exemplars-"), 2 * DAY)  # an exemplar import killed mid-way
+    (old_folder / "set.zip").write_bytes(b"PK")
+    age(old_folder, 2 * DAY)
+    old_file = agent_uploads.scratch_root() / "tmpab12.upload.json"  # Django's spooled upload of a killed request
+    old_file.write_bytes(b"[]")
+    age(old_file, 2 * DAY)
+    current = agent_uploads.scratch_folder("exemplars-")  # a request reading its upload right now
+    (current / "set.zip").write_bytes(b"PK")
+
+    swept = uploads.abandoned_uploads_sweep()
+    assert swept["scratch"] == 2 and not old_folder.exists() and not old_file.exists()
+    assert (current / "set.zip").is_file()
+
+
+def test_uploads_read_within_a_request_are_kept_where_the_sweep_looks(staff, monkeypatch):
+    """Django spools a large upload to FILE_UPLOAD_TEMP_DIR and the exemplar import unpacks into a scratch folder:
+    both under var/scratch, not the system's temporary directory, which nothing of ours sweeps."""
+    from django.core.files.uploadedfile import TemporaryUploadedFile
+
+    from annotations.exemplars import importer
+
+    spooled = TemporaryUploadedFile("big.json", "application/json", 0, None)
+    try:
+        assert Path(spooled.temporary_file_path()).parent == agent_uploads.scratch_root()
+    finally:
+        spooled.close()
+    seen = []
+
+    def fake_import(path, **_kwargs):
+        seen.append(Path(path))
+        raise importer.ImportProblem(["not a set"])
+
+    monkeypatch.setattr(importer, "import_json", fake_import)
+    with pytest.raises(importer.ImportProblem):
+        importer.import_upload(chunks=[b"{}"], size=2, filename="set.json", user=staff)
+    assert seen and seen[0].parent.parent == agent_uploads.scratch_root() and not seen[0].parent.exists()
+
+
 def test_the_periodic_sweep_runs_it_once_an_hour(settings):
     settings.T2S = {**settings.T2S, "UPLOAD_ABANDONED_AFTER_S": 2 * 3600.0}
     first = age(agent_uploads.new_folder("databases", "first"), 3 * 3600)
