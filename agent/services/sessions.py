@@ -117,7 +117,10 @@ _clients_lock = threading.Lock()
 
 def endpoint_from_snapshot(snapshot: Mapping[str, Any]) -> LLMEndpoint:
     """The endpoint a snapshot names: the saved record when it still exists, else an unsaved copy of it."""
-    saved = LLMEndpoint.objects.filter(name=snapshot.get("endpoint")).first()
+    # A raw query (the model's columns, converted as the ORM would): a run's every dispatch pass reads it, and
+    # building the ORM's query took about 0.45 ms of CPU against 0.18 ms for this.
+    saved = next(iter(LLMEndpoint.objects.raw(f"SELECT * FROM {LLMEndpoint._meta.db_table} WHERE name = %s",
+                                              [snapshot.get("endpoint")])), None)
     if saved is not None and saved.model == snapshot.get("model"):
         return saved
     prices = (snapshot.get("prices") or {}).get(snapshot.get("model"), {})
@@ -306,10 +309,37 @@ def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint
         rows.append(session)
         out.append(session)
     with transaction.atomic(savepoint=False):  # a run's pass calls this in its own transaction: no savepoint
-        AgentSession.objects.bulk_create(rows)
+        _insert_sessions(rows)
         for session in rows:
             session_enqueue(session=session)
     return out
+
+
+def _insert_sessions(rows: list[AgentSession]) -> None:
+    """``bulk_create(rows)``, written out on PostgreSQL: one INSERT of every column, the ids read back.
+
+    A run's dispatch pass inserts its sessions this way each time a few of its sessions finish; building the
+    ORM's INSERT took about 0.45 ms of CPU a session started (bench-runs), several times the statement's
+    own cost. The values are prepared by each field as the ORM prepares them (``auto_now_add`` included).
+    """
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        AgentSession.objects.bulk_create(rows)
+        return
+    fields = [f for f in AgentSession._meta.concrete_fields if not f.primary_key]
+    params: list[Any] = []
+    for row in rows:
+        params += [f.get_db_prep_save(f.pre_save(row, True), connection) for f in fields]
+    placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {AgentSession._meta.db_table} "
+                       f"({', '.join(connection.ops.quote_name(f.column) for f in fields)}) "
+                       f"VALUES {', '.join([placeholders] * len(rows))} RETURNING id", params)
+        ids = [pk for (pk,) in cursor.fetchall()]
+    for row, pk in zip(rows, ids, strict=True):  # RETURNING gives the rows in VALUES order on PostgreSQL
+        row.pk = pk
+        row._state.adding, row._state.db = False, connection.alias
 
 
 def session_model(config: Mapping[str, Any]) -> str:
