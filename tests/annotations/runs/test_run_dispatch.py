@@ -178,17 +178,52 @@ def test_a_session_that_finishes_during_another_pass_skips_its_own_and_that_pass
     assert entered.wait(30)
     _finish(s1)
     done = threading.Event()
+    # The finished session as in another worker process: it does not see this process's passes, only the row lock.
+    monkeypatch.setattr(services, "_passing", {})
     threading.Thread(target=lambda: (services.run_session_finished(session_id=s1), connection.close(),
                                      done.set())).start()
     # The finished session does not queue up behind the holder's lock: it returns, having done nothing.
     assert done.wait(10)
     assert not run.items.filter(session_id=s1).exclude(predicted_sql="").exists()
+    monkeypatch.undo()  # the holder's own process again
+    monkeypatch.setattr(services, "_start_sessions", paused)
     release.set()
     thread.join(30)
     # The holder looked again after its commit: s1 is collected and its slot filled.
     assert run.items.get(session_id=s1).predicted_sql == "SELECT 1"
     assert AgentSession.objects.count() == 4 and _in_flight(run) == 2
     assert calls == [1, 1]
+
+
+def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_leaves_without_asking_the_database(
+        make_dataset, replay_llm, monkeypatch):
+    dataset = make_dataset(6)
+    replay_llm(replay_script(1))
+    run = services.run_create_agent(dataset=dataset, name="sibling", max_concurrency=2, zero_shot=True)
+    services.run_dispatch(run=run)
+    s0, s1 = queued()
+    original = services._start_sessions
+    calls, finisher_queries = [], []
+
+    def during_the_pass(run_, items):
+        calls.append(len(items))
+        if len(calls) == 1:  # s1 ends while this pass holds the run (a sibling thread would, at this moment)
+            _finish(s1)
+            with CaptureQueriesContext(connection) as ctx:
+                services.run_session_finished(session_id=s1)
+            finisher_queries.extend(q["sql"] for q in ctx.captured_queries)
+        return original(run_, items)
+
+    monkeypatch.setattr(services, "_start_sessions", during_the_pass)
+    _finish(s0)
+    services.run_dispatch(run=run)
+    # The finished session only counted its run's finished sessions: no transaction, no lock, no pass.
+    assert len(finisher_queries) == 1 and "FOR UPDATE" not in finisher_queries[0]
+    # The holder looked again after its pass: s1 is collected and its slot filled.
+    assert run.items.get(session_id=s1).predicted_sql == "SELECT 1"
+    assert AgentSession.objects.count() == 4 and _in_flight(run) == 2
+    assert calls == [1, 1]
+    assert services._passing == {}
 
 
 @postgres_only
@@ -277,3 +312,30 @@ def test_sessions_started_together_are_each_checked_and_a_refused_one_is_noted_o
     assert notes == {f"not run: {database.name} is not ready (Error)."}
     run.refresh_from_db()
     assert run.status == Run.Status.EVALUATING
+
+
+def test_sessions_started_together_are_stored_as_one_started_alone_is_each_under_its_own_id(make_dataset, replay_llm,
+                                                                                            user):
+    dataset = make_dataset(1)
+    replay_llm(replay_script(1))
+    database = dataset.questions.first().database
+    endpoint = sessions.default_llm_endpoint()
+    questions = ["First?", "Second, with 'quotes' and \\ and é?", "First?", "Fourth?"]
+    many = sessions.session_create_many(
+        specs=[sessions.SessionSpec(database=database, question=q, evidence=f"e{k}", question_key=f"key{k}")
+               for k, q in enumerate(questions)],
+        strategy="interactive_t2s", endpoint=endpoint, zero_shot=True, billed_to=user)
+    alone = sessions.session_create(database=database, question="Fourth?", evidence="e3", zero_shot=True,
+                                    endpoint=endpoint, billed_to=user, enqueue=False)
+    alone.refresh_from_db()
+    assert len({s.pk for s in many}) == 4
+    for k, (session, question) in enumerate(zip(many, questions, strict=True)):
+        stored = AgentSession.objects.get(pk=session.pk)  # the returned object names its own row
+        assert (stored.question, stored.evidence, stored.config["question_key"]) == (question, f"e{k}", f"key{k}")
+        assert stored.created_at is not None and abs(stored.created_at - alone.created_at) < timedelta(seconds=60)
+    stored = AgentSession.objects.get(pk=many[3].pk)
+    differ = {f.attname for f in AgentSession._meta.concrete_fields
+              if getattr(stored, f.attname) != getattr(alone, f.attname)}
+    assert differ <= {"id", "created_at", "queued_at", "config"}
+    assert {**stored.config, "question_key": None} == {**alone.config, "question_key": None}
+    assert stored.result is None and AgentSession.objects.filter(pk=stored.pk, result__isnull=True).exists()
