@@ -32,7 +32,7 @@ from django.utils import timezone
 from agent.conf import agent_settings
 from agent.models import AgentSession
 
-from .jobs import enqueue_now, enqueue_on_commit
+from .jobs import enqueue_many_on_commit, enqueue_now, enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +80,20 @@ def publish(session_id: int) -> None:
     enqueue_on_commit(RUN_SESSION_TASK, session_id, robust=True, on_failure=lambda _exc: _mark_unpublished(session_id))
 
 
-def _mark_unpublished(session_id: int) -> None:
+def publish_many(session_ids: list[int]) -> None:
+    """``publish`` for several sessions, sent together after commit (one producer, on Redis one round trip);
+    if the batch fails, every one of them is marked for the sweep (one sent twice runs once: see ``_claim``)."""
+    ids = list(session_ids)
+    if ids:
+        enqueue_many_on_commit(RUN_SESSION_TASK, [(pk,) for pk in ids], robust=True,
+                               on_failure=lambda _exc: _mark_unpublished(*ids))
+
+
+def _mark_unpublished(*session_ids: int) -> None:
     try:
-        AgentSession.objects.filter(pk=session_id, status=AgentSession.Status.QUEUED).update(queued_at=None)
-    except DatabaseError as exc:  # the database is away too: the lost-message sweep still finds it
-        logger.warning("could not mark session %s for publishing again: %s", session_id, exc)
+        AgentSession.objects.filter(pk__in=session_ids, status=AgentSession.Status.QUEUED).update(queued_at=None)
+    except DatabaseError as exc:  # the database is away too: the lost-message sweep still finds them
+        logger.warning("could not mark sessions %s for publishing again: %s", list(session_ids), exc)
 
 
 def republish_failed(*, limit: int = 100) -> list[int]:

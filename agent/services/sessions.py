@@ -310,8 +310,7 @@ def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint
         out.append(session)
     with transaction.atomic(savepoint=False):  # a run's pass calls this in its own transaction: no savepoint
         _insert_sessions(rows)
-        for session in rows:
-            session_enqueue(session=session)
+        leases.publish_many([session.pk for session in rows])
     return out
 
 

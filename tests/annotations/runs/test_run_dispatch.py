@@ -339,3 +339,42 @@ def test_sessions_started_together_are_stored_as_one_started_alone_is_each_under
     assert differ <= {"id", "created_at", "queued_at", "config"}
     assert {**stored.config, "question_key": None} == {**alone.config, "question_key": None}
     assert stored.result is None and AgentSession.objects.filter(pk=stored.pk, result__isnull=True).exists()
+
+
+def test_sessions_started_together_are_published_through_one_producer_and_a_failed_batch_leaves_each_for_the_sweep(
+        make_dataset, replay_llm, monkeypatch, django_capture_on_commit_callbacks):
+    from celery import current_app
+    from kombu.exceptions import OperationalError as KombuOperationalError
+
+    from agent.services import leases
+
+    dataset = make_dataset(1)
+    replay_llm(replay_script(1))
+    database = dataset.questions.first().database
+    task = current_app.tasks[leases.RUN_SESSION_TASK]
+    sent = []
+
+    def create(n: int):
+        with django_capture_on_commit_callbacks(execute=True):
+            return sessions.session_create_many(
+                specs=[sessions.SessionSpec(database=database, question=f"Q{k}?") for k in range(n)],
+                strategy="interactive_t2s", endpoint=sessions.default_llm_endpoint(), zero_shot=True)
+
+    monkeypatch.setattr(task, "apply_async", lambda args, producer=None, **options: sent.append((args, producer)))
+    created = create(3)
+    assert [args for args, _ in sent] == [(s.pk,) for s in created]
+    assert sent[0][1] is not None and all(producer is sent[0][1] for _, producer in sent)  # one producer
+
+    calls = []
+
+    def second_fails(args, producer=None, **options):
+        calls.append(args)
+        if len(calls) == 2:
+            raise KombuOperationalError("Error 111 connecting to 127.0.0.1:6399. Connection refused.")
+
+    monkeypatch.setattr(task, "apply_async", second_fails)
+    created = create(3)  # the caller is not failed by the broker
+    # Every session of the batch is marked for the next sweep (one sent already runs once all the same).
+    assert set(AgentSession.objects.filter(queued_at__isnull=True).values_list("pk", flat=True)) == \
+        {s.pk for s in created}
+    assert all(s.status == "queued" for s in AgentSession.objects.filter(pk__in=[s.pk for s in created]))
