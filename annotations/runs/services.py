@@ -599,23 +599,28 @@ def _needs_pass(*, run_id: int | None = None, session_id: int | None = None) -> 
     times what the database took to answer. The literal empty strings let PostgreSQL use the partial index
     of uncollected items (``runitem_uncollected``).
     """
-    items, sessions_table = RunItem._meta.db_table, AgentSession._meta.db_table
-    if run_id is not None:
-        which, param = "%s", run_id
-    else:
-        which, param = f"(SELECT run_id FROM {items} WHERE session_id = %s LIMIT 1)", session_id
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT MAX(i.run_id), COUNT(*), SUM(CASE WHEN s.status IN (%s, %s) THEN 0 ELSE 1 END) "
-            f"FROM {items} i JOIN {sessions_table} s ON s.id = i.session_id "
-            f"WHERE i.run_id = {which} AND i.predicted_sql = '' AND i.prediction_note = ''",
-            [*UNFINISHED_SESSION, param])
+        if run_id is not None:
+            cursor.execute(_count_sql("%s"), [run_id])
+        else:
+            cursor.execute(_count_sql(f"(SELECT run_id FROM {RunItem._meta.db_table} WHERE session_id = %s LIMIT 1)"),
+                           [session_id])
         found, held, finished = cursor.fetchone()
     finished = int(finished or 0)
     batch = max(1, min(DISPATCH_BATCH_MAX, held // DISPATCH_BATCH_SHARE))
     if not finished or (finished < held and finished < batch):
         return None
     return found
+
+
+@lru_cache(maxsize=2)
+def _count_sql(run: str) -> str:
+    # Built once, with the unfinished statuses as literals (constants of this module): two parameters fewer to
+    # quote at every finished session (about 0.03 of 0.1 ms of CPU).
+    statuses = ", ".join(f"'{status}'" for status in UNFINISHED_SESSION)
+    return (f"SELECT MAX(i.run_id), COUNT(*), SUM(CASE WHEN s.status IN ({statuses}) THEN 0 ELSE 1 END) "
+            f"FROM {RunItem._meta.db_table} i JOIN {AgentSession._meta.db_table} s ON s.id = i.session_id "
+            f"WHERE i.run_id = {run} AND i.predicted_sql = '' AND i.prediction_note = ''")
 
 
 def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
@@ -726,13 +731,15 @@ def _next_waiting(run_id: int, limit: int) -> list[RunItem]:
             f"AND d.status NOT IN (%s, %s) AND d.index_status NOT IN (%s, %s) ORDER BY i.id LIMIT %s",
             [run_id, *_PREPARING_STATUS, *_PREPARING_INDEX, limit])
         rows = cursor.fetchall()
-    items = []
+    items, databases = [], {}
     split = len(question_fields)
     for item_id, *values in rows:
         question = _partial(DatasetQuestion, **{f.attname: v for f, v in
                                                 zip(question_fields, values[:split], strict=True)})
-        question.database = _partial(Database, **{f.attname: v for f, v in
-                                                  zip(database_fields, values[split:], strict=True)})
+        if question.database_id not in databases:  # one instance per database (its checks run once a pass)
+            databases[question.database_id] = _partial(Database, **{f.attname: v for f, v in
+                                                                    zip(database_fields, values[split:], strict=True)})
+        question.database = databases[question.database_id]
         item = _partial(RunItem, id=item_id, run_id=run_id, question_id=question.pk, session_id=None,
                         predicted_sql="", prediction_note="")
         item.question = question

@@ -378,3 +378,24 @@ def test_sessions_started_together_are_published_through_one_producer_and_a_fail
     assert set(AgentSession.objects.filter(queued_at__isnull=True).values_list("pk", flat=True)) == \
         {s.pk for s in created}
     assert all(s.status == "queued" for s in AgentSession.objects.filter(pk__in=[s.pk for s in created]))
+
+
+def test_a_runs_sessions_get_the_endpoint_record_as_saved_or_a_copy_of_the_snapshot_once_it_is_gone(db):
+    from decimal import Decimal
+
+    saved = LLMEndpoint.objects.create(name="priced", base_url="http://127.0.0.1:9/v1", model="m1",
+                                       input_price_per_mtok=Decimal("0.1500"), output_price_per_mtok=Decimal("0.6"),
+                                       max_concurrency=3, timeout_s=12.5, max_retries=1, max_tokens=256,
+                                       allowed_models=["m2", "m3"])
+    snapshot = sessions.llm_snapshot(saved)
+    read = sessions.endpoint_from_snapshot(snapshot)
+    orm = LLMEndpoint.objects.get(pk=saved.pk)
+    assert read.pk == saved.pk
+    for field in LLMEndpoint._meta.concrete_fields:  # each column as the ORM reads it, types included
+        assert getattr(read, field.attname) == getattr(orm, field.attname), field.name
+        assert type(getattr(read, field.attname)) is type(getattr(orm, field.attname)), field.name
+    LLMEndpoint.objects.filter(pk=saved.pk).update(model="other")  # not the model the run was launched with
+    copy = sessions.endpoint_from_snapshot(snapshot)
+    assert copy.pk is None and copy.model == "m1" and copy.input_price_per_mtok == 0.15
+    saved.delete()
+    assert sessions.endpoint_from_snapshot(snapshot).pk is None
