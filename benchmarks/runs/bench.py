@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"   dispatcher CPU {dispatch:.1f} s of the worker's {cpu:.1f} s = {100 * dispatch / cpu:.1f} % "
                   f"(target under 10 %): {during[-1]['dispatches'] - during[0]['dispatches']} calls, "
                   f"{during[-1]['passes'] - during[0]['passes']} passes, "
-                  f"{during[-1]['skipped'] - during[0]['skipped']} skipped (the run held by another pass)")
+                  f"{during[-1]['skipped'] - during[0]['skipped']} found the run locked by another process "
+                  f"(those that found a sibling thread passing are not counted)")
             print("   worker RSS (MB) at 0/25/50/75/100 % of the run: " + " / ".join(f"{m:.0f}" for m in marks))
 
         if "3" in args.stages:

@@ -34,7 +34,7 @@ def main() -> None:
     from annotations.runs import services
 
     lock = threading.Lock()
-    dispatch_cpu = [0.0, 0, 0, 0]  # CPU seconds, calls, passes, passes skipped (the run was held by another)
+    dispatch_cpu = [0.0, 0, 0, 0]  # CPU seconds, calls, passes, passes skipped (the run's row locked by another process)
 
     def timed(original):
         def wrapper(**kwargs):
