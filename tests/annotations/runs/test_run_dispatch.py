@@ -399,3 +399,27 @@ def test_a_runs_sessions_get_the_endpoint_record_as_saved_or_a_copy_of_the_snaps
     assert copy.pk is None and copy.model == "m1" and copy.input_price_per_mtok == 0.15
     saved.delete()
     assert sessions.endpoint_from_snapshot(snapshot).pk is None
+
+
+def test_the_last_question_starts_as_soon_as_one_slot_is_free_not_when_a_batch_is(make_dataset, replay_llm):
+    dataset = make_dataset(17)  # at concurrency 16 a pass waits for 2 free slots, but one question is left
+    server = replay_llm(replay_script(1))
+    LLMEndpoint.objects.create(name="wide", base_url=server.url, model="replay-model", is_default=True,
+                               max_concurrency=16)
+    run = services.run_create_agent(dataset=dataset, name="last", max_concurrency=16, zero_shot=True)
+    services.run_dispatch(run=run)
+    first = queued()
+    assert len(first) == 16
+    _finish(first[0])
+    services.run_session_finished(session_id=first[0])
+    assert AgentSession.objects.count() == 17 and _in_flight(run) == 16
+    assert run.items.get(session_id=first[0]).predicted_sql == "SELECT 1"
+    # Nothing is left to start: the next finished sessions wait for a batch again (the last one ends the run).
+    _finish(first[1])
+    services.run_session_finished(session_id=first[1])
+    assert run.items.get(session_id=first[1]).predicted_sql == ""
+    for pk in queued():
+        _finish(pk)
+        services.run_session_finished(session_id=pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.EVALUATING and run.items.filter(predicted_sql="SELECT 1").count() == 17
