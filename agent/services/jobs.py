@@ -70,7 +70,9 @@ def _send_many(task_name: str, arg_lists: list[tuple], *, robust: bool,
             batch = getattr(producer, "batch", None)  # kombu 5.7; without it each message is sent at once
             with batch() if batch is not None else nullcontext():
                 for args in arg_lists:
-                    task.apply_async(args, producer=producer)
+                    # The reprs monitoring shows, given: Celery's own safe repr of a tuple of ids cost 15 % of
+                    # a message's CPU (0.045 of 0.31 ms), paid by every session a run starts.
+                    task.apply_async(args, producer=producer, argsrepr=repr(args), kwargsrepr="{}")
     except Exception as exc:
         if not robust:
             raise

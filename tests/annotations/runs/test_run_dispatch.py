@@ -360,10 +360,13 @@ def test_sessions_started_together_are_published_through_one_producer_and_a_fail
                 specs=[sessions.SessionSpec(database=database, question=f"Q{k}?") for k in range(n)],
                 strategy="interactive_t2s", endpoint=sessions.default_llm_endpoint(), zero_shot=True)
 
-    monkeypatch.setattr(task, "apply_async", lambda args, producer=None, **options: sent.append((args, producer)))
+    monkeypatch.setattr(task, "apply_async",
+                        lambda args, producer=None, **options: sent.append((args, producer, options)))
     created = create(3)
-    assert [args for args, _ in sent] == [(s.pk,) for s in created]
-    assert sent[0][1] is not None and all(producer is sent[0][1] for _, producer in sent)  # one producer
+    assert [args for args, _, _ in sent] == [(s.pk,) for s in created]
+    assert sent[0][1] is not None and all(producer is sent[0][1] for _, producer, _ in sent)  # one producer
+    # What a monitor (flower, celery events) shows of each message: the session's id, as Celery would show it.
+    assert [options["argsrepr"] for _, _, options in sent] == [f"({s.pk},)" for s in created]
 
     calls = []
 
