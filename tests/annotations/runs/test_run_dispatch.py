@@ -195,8 +195,9 @@ def test_a_session_that_finishes_during_another_pass_skips_its_own_and_that_pass
     assert calls == [1, 1]
 
 
-def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_leaves_without_asking_the_database(
-        make_dataset, replay_llm, monkeypatch):
+@pytest.mark.parametrize("started_here", [True, False], ids=["started-by-this-process", "started-elsewhere"])
+def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_leaves_without_a_pass(
+        make_dataset, replay_llm, monkeypatch, started_here):
     dataset = make_dataset(6)
     replay_llm(replay_script(1))
     run = services.run_create_agent(dataset=dataset, name="sibling", max_concurrency=2, zero_shot=True)
@@ -209,6 +210,8 @@ def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_le
         calls.append(len(items))
         if len(calls) == 1:  # s1 ends while this pass holds the run (a sibling thread would, at this moment)
             _finish(s1)
+            if not started_here:  # another worker process started it (or this one restarted since)
+                services._started_runs.pop(s1, None)
             with CaptureQueriesContext(connection) as ctx:
                 services.run_session_finished(session_id=s1)
             finisher_queries.extend(q["sql"] for q in ctx.captured_queries)
@@ -217,8 +220,10 @@ def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_le
     monkeypatch.setattr(services, "_start_sessions", during_the_pass)
     _finish(s0)
     services.run_dispatch(run=run)
-    # The finished session only counted its run's finished sessions: no transaction, no lock, no pass.
-    assert len(finisher_queries) == 1 and "FOR UPDATE" not in finisher_queries[0]
+    if started_here:  # it knew its run: no statement at all
+        assert finisher_queries == []
+    else:  # it only counted its run's finished sessions: no transaction, no lock, no pass
+        assert len(finisher_queries) == 1 and "FOR UPDATE" not in finisher_queries[0]
     # The holder looked again after its pass: s1 is collected and its slot filled.
     assert run.items.get(session_id=s1).predicted_sql == "SELECT 1"
     assert AgentSession.objects.count() == 4 and _in_flight(run) == 2
