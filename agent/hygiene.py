@@ -8,6 +8,7 @@ label note never fails a save on PostgreSQL (and a lone surrogate never fails on
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from django.db import models
@@ -17,9 +18,12 @@ from agent.textclean import clean_json, clean_text, is_clean
 APPS = {"agent", "annotations", "labels", "runs", "exemplars"}
 
 
-def clean_instance(instance: models.Model) -> models.Model:
-    """Clean the instance's text and JSON field values in place; returns it."""
+def clean_instance(instance: models.Model, *, clean_already: Collection[str] = ()) -> models.Model:
+    """Clean the instance's text and JSON field values in place; returns it. ``clean_already``: fields the
+    caller cleaned itself (e.g. one JSON value shared by many instances, checked once)."""
     for field in instance._meta.concrete_fields:
+        if field.attname in clean_already:
+            continue
         if isinstance(field, (models.CharField, models.TextField)):
             value = getattr(instance, field.attname)
             if isinstance(value, str) and not is_clean(value):
@@ -29,6 +33,11 @@ def clean_instance(instance: models.Model) -> models.Model:
             if value is not None and not _json_is_clean(value):
                 setattr(instance, field.attname, clean_json(value))
     return instance
+
+
+def cleaned_json(value: Any) -> Any:
+    """``value`` itself when clean, else a cleaned copy (``clean_json``)."""
+    return value if value is None or _json_is_clean(value) else clean_json(value)
 
 
 def _json_is_clean(value: Any) -> bool:

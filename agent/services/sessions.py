@@ -24,13 +24,14 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
+from django.db.models import Field
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent.conf import agent_settings
-from agent.hygiene import clean_instance
+from agent.hygiene import clean_instance, cleaned_json
 from agent.llm import LLMClient, LLMSettings, Message, PriceTable
 from agent.models import AgentSession, Database, ExamplePool, LLMEndpoint, Turn
 from agent.services import spend
@@ -44,6 +45,7 @@ from agent.tools import IndexMissing
 from . import budgets, gates, leases
 from . import few_shot as few_shot_source
 from .databases import open_connector, thread_sandbox, toolbox_for
+from .rows import instance_from_row
 
 
 def check_option_types(strategy: str, options: Mapping[str, Any]) -> None:
@@ -134,21 +136,18 @@ def _saved_endpoint(name: str | None) -> LLMEndpoint | None:
     A run's every dispatch pass reads it: in bench-runs' worker the ORM's query took about 0.45 ms of CPU to
     build and a ``raw()`` one 0.37 ms, mostly the machinery around a one-row answer.
     """
-    meta = LLMEndpoint._meta
-    qn = connection.ops.quote_name
+    sql, names = _endpoint_sql()
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {', '.join(qn(f.column) for f in meta.concrete_fields)} FROM {meta.db_table} "
-                       f"WHERE {qn(meta.get_field('name').column)} = %s", [name])
+        cursor.execute(sql, [name])
         row = cursor.fetchone()
-    if row is None:
-        return None
-    values = []
-    for field, value in zip(meta.concrete_fields, row, strict=True):
-        column = field.get_col(meta.db_table)
-        for convert in [*connection.ops.get_db_converters(column), *field.get_db_converters(connection)]:
-            value = convert(value, column, connection)
-        values.append(value)
-    return LLMEndpoint.from_db(connection.alias, [f.attname for f in meta.concrete_fields], values)
+    return None if row is None else instance_from_row(LLMEndpoint, dict(zip(names, row, strict=True)))
+
+
+@functools.cache
+def _endpoint_sql() -> tuple[str, list[str]]:
+    meta, qn = LLMEndpoint._meta, connection.ops.quote_name
+    return (f"SELECT {', '.join(qn(f.column) for f in meta.concrete_fields)} FROM {meta.db_table} "
+            f"WHERE {qn(meta.get_field('name').column)} = %s", [f.attname for f in meta.concrete_fields])
 
 
 def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
@@ -255,9 +254,8 @@ def _checked_config(errors: dict[str, list[str]], *, database: Database, strateg
     try:
         spend.check_api_key_env(endpoint.api_key_env)
         check_option_types(strategy, options or {})
-        defaults = create_strategy(strategy, {}).config.to_dict()
-        strategy_obj = create_strategy(strategy, spend.bounded_options(options or {}, endpoint=endpoint,
-                                                                       defaults=defaults))
+        config, snapshot = _strategy_config(strategy, spend.bounded_options(
+            options or {}, endpoint=endpoint, defaults=_strategy_config(strategy, {})[1]))
     except ValidationError as exc:
         errors.update(exc.message_dict)
         return {}
@@ -267,15 +265,37 @@ def _checked_config(errors: dict[str, list[str]], *, database: Database, strateg
     choice = "chosen" if few_shot is not None else "zero-shot"
     if few_shot is None and not zero_shot and strategy == DEFAULT_EXEMPLARS_STRATEGY:
         few_shot = few_shot_source.default_for(
-            database, use_evidence=bool(getattr(strategy_obj.config, "use_evidence", True)))
+            database, use_evidence=bool(getattr(config, "use_evidence", True)))
         choice = "default" if few_shot is not None else "zero-shot (no paper set published)"
-    return {"strategy": strategy_obj.config.to_dict(), "llm": llm_snapshot(endpoint),
+    return {"strategy": snapshot, "llm": llm_snapshot(endpoint),
             "exemplar_set_version": dict(few_shot.source) if few_shot and few_shot.source else None,
             "few_shot": few_shot.to_dict() if few_shot else None,
             "example_pool": example_pool_snapshot(example_pool), "question_key": question_key,
             "exemplars_choice": choice,
-            "exemplar_warnings": _exemplar_warnings(few_shot, strategy_obj.config),
+            "exemplar_warnings": _exemplar_warnings(few_shot, config),
             "preset": "paper-replica" if paper_replica else None}
+
+
+_strategy_configs: dict[tuple[str, str], tuple[Any, str]] = {}
+
+
+def _strategy_config(strategy: str, options: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The strategy's config for these options (a frozen dataclass) and a fresh copy of its snapshot
+    (``to_dict``). Both depend on the options alone: built once per process and options, as a run's every
+    dispatch pass asks for them and ``to_dict`` (a deep ``asdict``) was most of the checks' CPU. Raises as
+    ``create_strategy`` does."""
+    try:
+        key = (strategy, json.dumps(options, sort_keys=True))
+    except (TypeError, ValueError):  # not JSON: not cached (never the case for a run's stored options)
+        config = create_strategy(strategy, options).config
+        return config, config.to_dict()
+    found = _strategy_configs.get(key)
+    if found is None:
+        config = create_strategy(strategy, options).config
+        if len(_strategy_configs) > 256:
+            _strategy_configs.clear()
+        found = _strategy_configs[key] = (config, json.dumps(config.to_dict()))
+    return found[0], json.loads(found[1])
 
 
 @dataclass(frozen=True)
@@ -315,7 +335,9 @@ def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint
             config = _checked_config(config_errors, database=spec.database, strategy=strategy, options=spec.options,
                                      endpoint=endpoint, few_shot=few_shot, zero_shot=zero_shot, paper_replica=False,
                                      example_pool=example_pool, question_key=None, billed_to=billed_to)
-            checked[key] = (config, config_errors)
+            # Cleaned once here, not once per session by clean_instance below: every session of the key shares
+            # it but for its question key (checking the snapshot's JSON was a third of a session's insert CPU).
+            checked[key] = (cleaned_json(config), config_errors)
         config, config_errors = checked[key]
         errors = {**errors, **config_errors}
         if errors:
@@ -324,8 +346,9 @@ def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint
         # Cleaned here: bulk_create sends no pre_save signal (agent.hygiene).
         session = clean_instance(AgentSession(
             database=spec.database, question=question, evidence=(spec.evidence or "").strip(), strategy=strategy,
-            model=session_model(config), config={**config, "question_key": spec.question_key},
-            llm_endpoint=endpoint if endpoint.pk else None, queued_at=now, billed_to=billed_to))
+            model=session_model(config), config={**config, "question_key": cleaned_json(spec.question_key)},
+            llm_endpoint=endpoint if endpoint.pk else None, queued_at=now, billed_to=billed_to),
+            clean_already=("config",))
         rows.append(session)
         out.append(session)
     with transaction.atomic(savepoint=False):  # a run's pass calls this in its own transaction: no savepoint
@@ -347,19 +370,29 @@ def _insert_sessions(rows: list[AgentSession]) -> None:
     if connection.vendor != "postgresql":
         AgentSession.objects.bulk_create(rows)
         return
-    fields = [f for f in AgentSession._meta.concrete_fields if not f.primary_key]
-    document = json.dumps([{f.column: f.pre_save(row, True) for f in fields} for row in rows],
+    sql, plain, computed = _insert_sql()
+    document = json.dumps([{**{column: getattr(row, attname) for column, attname in plain},
+                            **{f.column: f.pre_save(row, True) for f in computed}} for row in rows],
                           default=_json_datetime)
-    table, columns = AgentSession._meta.db_table, ", ".join(connection.ops.quote_name(f.column) for f in fields)
     with connection.cursor() as cursor:
-        # Inserted in the document's order, so the ids the sequence hands out ascend in that order.
-        cursor.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} "
-                       f"FROM jsonb_populate_recordset(NULL::{table}, %s) WITH ORDINALITY AS r "
-                       f"ORDER BY r.ordinality RETURNING id", [document])
+        cursor.execute(sql, [document])
         ids = sorted(pk for (pk,) in cursor.fetchall())
     for row, pk in zip(rows, ids, strict=True):
         row.pk = pk
         row._state.adding, row._state.db = False, connection.alias
+
+
+@functools.cache
+def _insert_sql() -> tuple[str, list[tuple[str, str]], list[Any]]:
+    """The INSERT (built once: quoting its column names was a tenth of its CPU at every pass), the (column,
+    attribute) of each field saved as it is, and the fields whose value ``pre_save`` computes (``auto_now``)."""
+    fields = [f for f in AgentSession._meta.concrete_fields if not f.primary_key]
+    table, columns = AgentSession._meta.db_table, ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    # Inserted in the document's order, so the ids the sequence hands out ascend in that order.
+    sql = (f"INSERT INTO {table} ({columns}) SELECT {columns} "
+           f"FROM jsonb_populate_recordset(NULL::{table}, %s) WITH ORDINALITY AS r ORDER BY r.ordinality RETURNING id")
+    plain = [(f.column, f.attname) for f in fields if type(f).pre_save is Field.pre_save]
+    return sql, plain, [f for f in fields if type(f).pre_save is not Field.pre_save]
 
 
 def _json_datetime(value: Any) -> str:

@@ -9,6 +9,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -28,6 +29,7 @@ from agent.services import audit, spend
 from agent.services import locations as agent_locations
 from agent.services import sessions as session_services
 from agent.services.jobs import enqueue_on_commit
+from agent.services.rows import instance_from_row
 from agent.strategies import STRATEGIES, create_strategy
 from agent.textclean import JSONTooDeep, clean_text, json_loads
 from annotations import policies
@@ -656,8 +658,7 @@ def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
             Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
         in_flight = _in_flight(run.pk)
         labels = dict(AgentSession.Status.choices)
-        done = [RunItem(pk=pk, session_id=session_id, predicted_sql=final_sql,
-                        prediction_note="" if final_sql else f"agent: {labels.get(status, status)}")
+        done = [_ItemWrite(pk, session_id, final_sql, "" if final_sql else f"agent: {labels.get(status, status)}")
                 for pk, session_id, status, final_sql in in_flight if status not in UNFINISHED_SESSION]
         active = len(in_flight) - len(done)
         cap = run.config.get("spend_cap")
@@ -666,8 +667,8 @@ def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
             if spent >= cap:
                 _waiting(run.pk).update(prediction_note=f"not run: spend cap ${cap:g} reached")
         capacity = max(0, run.config.get("max_concurrency", DEFAULT_RUN_CONCURRENCY) - active)
-        started: list[RunItem] = []
-        refused: list[RunItem] = []
+        started: list[_ItemWrite] = []
+        refused: list[_ItemWrite] = []
         if capacity:
             started, refused = _start_sessions(run, _next_waiting(run.pk, capacity))
             if len(_started_runs) > _STARTED_RUNS_MAX:
@@ -703,18 +704,25 @@ def _locked_run(run_id: int, *, skip_locked: bool) -> tuple[Run, bool] | None:
     if row is None:
         return None
     status, strategy, config, created_by_id, stale_mark = row
-    run = _partial(Run, id=run_id, status=status, strategy=strategy, created_by_id=created_by_id,
-                   config=Run._meta.get_field("config").from_db_value(config, None, connection))
+    run = instance_from_row(Run, {"id": run_id, "status": status, "strategy": strategy, "config": config,
+                                  "created_by_id": created_by_id})
     if created_by_id is not None:
         # Whose budget the sessions count to: only its id is read (budgets look up by account).
-        run.created_by = _partial(get_user_model(), id=created_by_id)
+        run.created_by = instance_from_row(get_user_model(), {"id": created_by_id})
     return run, bool(stale_mark)
 
 
-def _partial(model: type[Any], **values: Any) -> Any:
-    """An instance of ``model`` as if read with ``only(*values)``: fields not given load when first used."""
-    names = [f.attname for f in model._meta.concrete_fields if f.attname in values]
-    return model.from_db(connection.alias, names, [values[name] for name in names])
+@dataclass(slots=True)
+class _ItemWrite:
+    """What a pass writes of an item: its prediction and note once collected, its session once started; and, for
+    an item to start, its question. A plain record: a RunItem instance cost a model's __init__ over its twenty
+    fields, twice for each session of a run (started, then collected)."""
+
+    pk: int
+    session_id: int | None = None
+    predicted_sql: str = ""
+    prediction_note: str = ""
+    question: DatasetQuestion | None = None
 
 
 def _waiting(run_id: int):
@@ -728,7 +736,7 @@ _QUESTION_FIELDS = ("id", "dataset_id", "index", "database_id", "question", "evi
 _DATABASE_FIELDS = ("id", "name", "status", "index_status")
 
 
-def _next_waiting(run_id: int, limit: int) -> list[RunItem]:
+def _next_waiting(run_id: int, limit: int) -> list[_ItemWrite]:
     """The next ``limit`` waiting items, in question order (the items' primary key: created in that order),
     whose database is ready to start on, with their question and database (only what a session's start
     reads; the rest loads if used).
@@ -754,16 +762,13 @@ def _next_waiting(run_id: int, limit: int) -> list[RunItem]:
     items, databases = [], {}
     split = len(question_fields)
     for item_id, *values in rows:
-        question = _partial(DatasetQuestion, **{f.attname: v for f, v in
-                                                zip(question_fields, values[:split], strict=True)})
+        question = instance_from_row(DatasetQuestion, {f.attname: v for f, v in
+                                                       zip(question_fields, values[:split], strict=True)})
         if question.database_id not in databases:  # one instance per database (its checks run once a pass)
-            databases[question.database_id] = _partial(Database, **{f.attname: v for f, v in
-                                                                    zip(database_fields, values[split:], strict=True)})
+            databases[question.database_id] = instance_from_row(
+                Database, {f.attname: v for f, v in zip(database_fields, values[split:], strict=True)})
         question.database = databases[question.database_id]
-        item = _partial(RunItem, id=item_id, run_id=run_id, question_id=question.pk, session_id=None,
-                        predicted_sql="", prediction_note="")
-        item.question = question
-        items.append(item)
+        items.append(_ItemWrite(item_id, question=question))
     return items
 
 
@@ -782,22 +787,27 @@ def _in_flight(run_id: int) -> list[tuple[int, int, str, str]]:
         return cursor.fetchall()
 
 
-def _write_items(items: list[RunItem]) -> None:
-    """The pass's collected, started and refused items (prediction, note, session) in one UPDATE."""
+def _write_items(items: list[_ItemWrite]) -> None:
+    """The pass's collected, started and refused items (prediction, note, session) in one UPDATE.
+
+    The ids (integers read from the database) are written into the statement: as parameters, each was quoted
+    three times over at every pass; the texts stay parameters."""
     if not items:
         return
-    sets, params = [], []
-    for column, cast in (("predicted_sql", "TEXT"), ("prediction_note", "TEXT"), ("session_id", "BIGINT")):
-        # CAST: a column of NULLs (no refused item has a session) has no type of its own on PostgreSQL.
-        sets.append(f"{column} = CAST(CASE id {' '.join(['WHEN %s THEN %s'] * len(items))} END AS {cast})")
-        for item in items:
-            params += [item.pk, getattr(item, column)]
+    ids = [str(int(item.pk)) for item in items]
+    sessions = [str(int(item.session_id)) if item.session_id is not None else "NULL" for item in items]
+    # CAST: a column of NULLs (no refused item has a session) has no type of its own on PostgreSQL.
+    sets = [f"{column} = CAST(CASE id {' '.join(f'WHEN {pk} THEN %s' for pk in ids)} END AS TEXT)"
+            for column in ("predicted_sql", "prediction_note")]
+    cases = " ".join(f"WHEN {pk} THEN {session}" for pk, session in zip(ids, sessions, strict=True))
+    sets.append(f"session_id = CAST(CASE id {cases} END AS BIGINT)")
+    params = [item.predicted_sql for item in items] + [item.prediction_note for item in items]
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {RunItem._meta.db_table} SET {', '.join(sets)} "
-                       f"WHERE id IN ({', '.join(['%s'] * len(items))})", [*params, *(i.pk for i in items)])
+        cursor.execute(f"UPDATE {RunItem._meta.db_table} SET {', '.join(sets)} WHERE id IN ({', '.join(ids)})",
+                       params)
 
 
-def _start_sessions(run: Run, items: list[RunItem]) -> tuple[list[RunItem], list[RunItem]]:
+def _start_sessions(run: Run, items: list[_ItemWrite]) -> tuple[list[_ItemWrite], list[_ItemWrite]]:
     """A session for each item (in the caller's transaction: queued once it commits): the items started and
     those refused (with the reason as their note), for the caller to write."""
     if not items:
@@ -830,7 +840,7 @@ def _start_sessions(run: Run, items: list[RunItem]) -> tuple[list[RunItem], list
             item.prediction_note = "not run: " + " ".join(outcome.messages)
             refused.append(item)
         else:
-            item.session = outcome
+            item.session_id = outcome.pk
             started.append(item)
     return started, refused
 
@@ -843,8 +853,9 @@ def run_session_finished(*, session_id: int) -> None:
             if _passing.get(started_by):
                 return  # a sibling thread passes over its run; it counts again after its pass
     # Each finished session committed its end before this read, so the last of several finishing at once
-    # counts them all: a batch is never left waiting for a session that has already finished.
-    run_id = _needs_pass(session_id=session_id)
+    # counts them all: a batch is never left waiting for a session that has already finished. A session this
+    # process started names its run: counted without looking the run up by the session.
+    run_id = _needs_pass(session_id=session_id) if started_by is None else _needs_pass(run_id=started_by)
     if run_id is not None:  # else: not a run's session, collected already, or waiting for the batch
         _dispatch(run_id, wait=False)
 

@@ -117,3 +117,20 @@ def test_same_saves_work_on_an_embedded_sqlite_app_database(tmp_path):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().endswith("ok")
+
+
+@pytest.mark.django_db
+def test_sessions_started_together_are_stored_clean_their_shared_snapshot_cleaned_once(demo_database, replay_llm):
+    from agent.services import sessions
+
+    replay_llm(["Thought: x\nAction: Done"])
+    specs = [sessions.SessionSpec(database=demo_database, question=HOSTILE, evidence=HOSTILE, question_key=HOSTILE,
+                                  options={"stop": [HOSTILE]}),
+             sessions.SessionSpec(database=demo_database, question="Plain?", question_key="plain",
+                                  options={"stop": [HOSTILE]})]
+    created = sessions.session_create_many(specs=specs, strategy="interactive_t2s",
+                                           endpoint=sessions.default_llm_endpoint(), zero_shot=True)
+    first, second = (AgentSession.objects.get(pk=s.pk) for s in created)
+    assert (first.question, first.evidence, first.config["question_key"]) == (CLEAN, CLEAN, CLEAN)
+    assert CLEAN in first.config["strategy"]["stop"] and CLEAN in second.config["strategy"]["stop"]
+    assert second.config["question_key"] == "plain" and second.question == "Plain?"
