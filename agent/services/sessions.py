@@ -117,9 +117,15 @@ _clients: dict[tuple, LLMClient] = {}
 _clients_lock = threading.Lock()
 
 
-def endpoint_from_snapshot(snapshot: Mapping[str, Any]) -> LLMEndpoint:
-    """The endpoint a snapshot names: the saved record when it still exists, else an unsaved copy of it."""
-    saved = _saved_endpoint(snapshot.get("endpoint"))
+def endpoint_from_snapshot(snapshot: Mapping[str, Any], *, record: Sequence[Any] | None = None) -> LLMEndpoint:
+    """The endpoint a snapshot names: the saved record when it still exists, else an unsaved copy of it.
+
+    ``record``: the record's columns (``endpoint_columns``) as the caller read them in a statement of its own,
+    joined on the snapshot's endpoint name (all NULL: no such record); without it, read here."""
+    if record is None:
+        saved = _saved_endpoint(snapshot.get("endpoint"))
+    else:
+        saved = None if record[0] is None else _endpoint_from_row(record)
     if saved is not None and saved.model == snapshot.get("model"):
         return saved
     prices = (snapshot.get("prices") or {}).get(snapshot.get("model"), {})
@@ -136,18 +142,25 @@ def _saved_endpoint(name: str | None) -> LLMEndpoint | None:
     A run's every dispatch pass reads it: in bench-runs' worker the ORM's query took about 0.45 ms of CPU to
     build and a ``raw()`` one 0.37 ms, mostly the machinery around a one-row answer.
     """
-    sql, names = _endpoint_sql()
+    meta = LLMEndpoint._meta
     with connection.cursor() as cursor:
-        cursor.execute(sql, [name])
+        cursor.execute(f"SELECT {endpoint_columns(meta.db_table)} FROM {meta.db_table} "
+                       f"WHERE {connection.ops.quote_name(meta.get_field('name').column)} = %s", [name])
         row = cursor.fetchone()
-    return None if row is None else instance_from_row(LLMEndpoint, dict(zip(names, row, strict=True)))
+    return None if row is None else _endpoint_from_row(row)
 
 
 @functools.cache
-def _endpoint_sql() -> tuple[str, list[str]]:
-    meta, qn = LLMEndpoint._meta, connection.ops.quote_name
-    return (f"SELECT {', '.join(qn(f.column) for f in meta.concrete_fields)} FROM {meta.db_table} "
-            f"WHERE {qn(meta.get_field('name').column)} = %s", [f.attname for f in meta.concrete_fields])
+def endpoint_columns(alias: str) -> str:
+    """The endpoint record's columns, as ``alias.column, ...``, in the order ``endpoint_from_snapshot`` reads a
+    ``record`` (the primary key first)."""
+    qn = connection.ops.quote_name
+    return ", ".join(f"{alias}.{qn(f.column)}" for f in LLMEndpoint._meta.concrete_fields)
+
+
+def _endpoint_from_row(row: Sequence[Any]) -> LLMEndpoint:
+    names = [f.attname for f in LLMEndpoint._meta.concrete_fields]
+    return instance_from_row(LLMEndpoint, dict(zip(names, row, strict=True)))
 
 
 def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:

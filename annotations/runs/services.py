@@ -24,7 +24,7 @@ from django.utils import timezone
 from agent import services as agent_services
 from agent.hygiene import clean_instance
 from agent.metrics import f_nc
-from agent.models import AgentSession, Database, Turn
+from agent.models import AgentSession, Database, LLMEndpoint, Turn
 from agent.services import audit, spend
 from agent.services import locations as agent_locations
 from agent.services import sessions as session_services
@@ -650,14 +650,14 @@ def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
         if locked is None:
             # SKIP LOCKED found no row: held by another dispatcher (or deleted: nothing to do either way).
             return None if skip_locked and connection.features.has_select_for_update_skip_locked else False
-        run, stale_mark = locked
+        run, stale_mark, endpoint = locked
         if run.status != Run.Status.RUNNING:
             return False
         if stale_mark:
             # What the revival sweep reads; at most one write a second however often sessions finish.
             Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
         in_flight = _in_flight(run.pk)
-        labels = dict(AgentSession.Status.choices)
+        labels = _SESSION_LABELS
         done = [_ItemWrite(pk, session_id, final_sql, "" if final_sql else f"agent: {labels.get(status, status)}")
                 for pk, session_id, status, final_sql in in_flight if status not in UNFINISHED_SESSION]
         active = len(in_flight) - len(done)
@@ -670,7 +670,7 @@ def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
         started: list[_ItemWrite] = []
         refused: list[_ItemWrite] = []
         if capacity:
-            started, refused = _start_sessions(run, _next_waiting(run.pk, capacity))
+            started, refused = _start_sessions(run, _next_waiting(run.pk, capacity), endpoint)
             if len(_started_runs) > _STARTED_RUNS_MAX:
                 _started_runs.clear()
             _started_runs.update((item.session_id, run.pk) for item in started)
@@ -681,35 +681,51 @@ def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
     return False
 
 
-def _locked_run(run_id: int, *, skip_locked: bool) -> tuple[Run, bool] | None:
-    """The run's row locked for the pass (``FOR UPDATE``, ``SKIP LOCKED`` when asked; SQLite has one writer),
-    with only what a pass reads of it (status, strategy, config, launcher; the rest deferred), and whether its
-    ``dispatched_at`` is older than a second. None: no row (or, skipping, a row held by another dispatcher).
+_SESSION_LABELS = dict(AgentSession.Status.choices)  # what a collected item's note names (read at every pass)
 
-    Written in SQL, one statement that both locks and reads: it runs at every pass, and the ORM's locking read
-    took about 0.75 ms of CPU to build against 0.14 ms for this one (most of which is the config's JSON).
+
+def _locked_run(run_id: int, *, skip_locked: bool) -> tuple[Run, bool, tuple] | None:
+    """The run's row locked for the pass (``FOR UPDATE``, ``SKIP LOCKED`` when asked; SQLite has one writer),
+    with only what a pass reads of it (status, strategy, config, launcher; the rest deferred), whether its
+    ``dispatched_at`` is older than a second, and the columns of the LLM endpoint record its snapshot names
+    (``session_services.endpoint_columns``; all NULL when there is none). None: no row (or, skipping, a row held
+    by another dispatcher).
+
+    Written in SQL, one statement that locks and reads both: it runs at every pass, and the ORM's locking read
+    took about 0.75 ms of CPU to build against 0.14 ms for this one (most of which is the config's JSON); the
+    endpoint was a statement of its own, 0.1-0.15 ms of CPU a pass.
     """
     lock = ""
     if connection.features.has_select_for_update:
-        lock = " FOR UPDATE"
+        lock = " FOR UPDATE OF r"  # the run only (the endpoint is on the nullable side of the join)
         if skip_locked and connection.features.has_select_for_update_skip_locked:
             lock += " SKIP LOCKED"
     # Compared in SQL: SQLite hands a raw cursor text for datetimes; its stored format sorts as time does.
     cutoff = connection.ops.adapt_datetimefield_value(timezone.now() - timedelta(seconds=1))
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT status, strategy, config, created_by_id, "
-                       f"(dispatched_at IS NULL OR dispatched_at < %s) FROM {Run._meta.db_table} "
-                       f"WHERE id = %s{lock}", [cutoff, run_id])
+        cursor.execute(_locked_run_sql(lock), [cutoff, run_id])
         row = cursor.fetchone()
     if row is None:
         return None
-    status, strategy, config, created_by_id, stale_mark = row
+    (status, strategy, config, created_by_id, stale_mark), endpoint = row[:5], row[5:]
     run = instance_from_row(Run, {"id": run_id, "status": status, "strategy": strategy, "config": config,
                                   "created_by_id": created_by_id})
     if created_by_id is not None:
         # Whose budget the sessions count to: only its id is read (budgets look up by account).
         run.created_by = instance_from_row(get_user_model(), {"id": created_by_id})
-    return run, bool(stale_mark)
+    return run, bool(stale_mark), endpoint
+
+
+@lru_cache(maxsize=4)
+def _locked_run_sql(lock: str) -> str:
+    endpoints, name = LLMEndpoint._meta.db_table, connection.ops.quote_name(LLMEndpoint._meta.get_field("name").column)
+    # The endpoint's name in the run's LLM snapshot (run_create_agent's config["llm"]["endpoint"]).
+    snapshot_name = ("r.config -> 'llm' ->> 'endpoint'" if connection.vendor == "postgresql"
+                     else "json_extract(r.config, '$.llm.endpoint')")
+    return (f"SELECT r.status, r.strategy, r.config, r.created_by_id, "
+            f"(r.dispatched_at IS NULL OR r.dispatched_at < %s), {session_services.endpoint_columns('e')} "
+            f"FROM {Run._meta.db_table} r LEFT JOIN {endpoints} e ON e.{name} = {snapshot_name} "
+            f"WHERE r.id = %s{lock}")
 
 
 @dataclass(slots=True)
@@ -745,19 +761,9 @@ def _next_waiting(run_id: int, limit: int) -> list[_ItemWrite]:
     every pass, several times what the database took to answer. The literal empty strings let PostgreSQL use
     the partial index of uncollected items (``runitem_uncollected``).
     """
-    qn = connection.ops.quote_name
-    question_fields = [f for f in DatasetQuestion._meta.concrete_fields if f.attname in _QUESTION_FIELDS]
-    database_fields = [f for f in Database._meta.concrete_fields if f.attname in _DATABASE_FIELDS]
-    columns = ", ".join([*(f"q.{qn(f.column)}" for f in question_fields),
-                         *(f"d.{qn(f.column)}" for f in database_fields)])
+    sql, question_fields, database_fields = _next_waiting_sql()
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT i.id, {columns} FROM {RunItem._meta.db_table} i "
-            f"JOIN {DatasetQuestion._meta.db_table} q ON q.id = i.question_id "
-            f"JOIN {Database._meta.db_table} d ON d.id = q.database_id "
-            f"WHERE i.run_id = %s AND i.session_id IS NULL AND i.predicted_sql = '' AND i.prediction_note = '' "
-            f"AND d.status NOT IN (%s, %s) AND d.index_status NOT IN (%s, %s) ORDER BY i.id LIMIT %s",
-            [run_id, *_PREPARING_STATUS, *_PREPARING_INDEX, limit])
+        cursor.execute(sql, [run_id, *_PREPARING_STATUS, *_PREPARING_INDEX, limit])
         rows = cursor.fetchall()
     items, databases = [], {}
     split = len(question_fields)
@@ -770,6 +776,22 @@ def _next_waiting(run_id: int, limit: int) -> list[_ItemWrite]:
         question.database = databases[question.database_id]
         items.append(_ItemWrite(item_id, question=question))
     return items
+
+
+@lru_cache(maxsize=1)
+def _next_waiting_sql() -> tuple[str, list[Any], list[Any]]:
+    """The statement (built once) and the question's and database's fields it reads, in its order."""
+    qn = connection.ops.quote_name
+    question_fields = [f for f in DatasetQuestion._meta.concrete_fields if f.attname in _QUESTION_FIELDS]
+    database_fields = [f for f in Database._meta.concrete_fields if f.attname in _DATABASE_FIELDS]
+    columns = ", ".join([*(f"q.{qn(f.column)}" for f in question_fields),
+                         *(f"d.{qn(f.column)}" for f in database_fields)])
+    return (f"SELECT i.id, {columns} FROM {RunItem._meta.db_table} i "
+            f"JOIN {DatasetQuestion._meta.db_table} q ON q.id = i.question_id "
+            f"JOIN {Database._meta.db_table} d ON d.id = q.database_id "
+            f"WHERE i.run_id = %s AND i.session_id IS NULL AND i.predicted_sql = '' AND i.prediction_note = '' "
+            f"AND d.status NOT IN (%s, %s) AND d.index_status NOT IN (%s, %s) ORDER BY i.id LIMIT %s",
+            question_fields, database_fields)
 
 
 def _in_flight(run_id: int) -> list[tuple[int, int, str, str]]:
@@ -807,7 +829,8 @@ def _write_items(items: list[_ItemWrite]) -> None:
                        params)
 
 
-def _start_sessions(run: Run, items: list[_ItemWrite]) -> tuple[list[_ItemWrite], list[_ItemWrite]]:
+def _start_sessions(run: Run, items: list[_ItemWrite],
+                    endpoint_record: tuple) -> tuple[list[_ItemWrite], list[_ItemWrite]]:
     """A session for each item (in the caller's transaction: queued once it commits): the items started and
     those refused (with the reason as their note), for the caller to write."""
     if not items:
@@ -820,7 +843,7 @@ def _start_sessions(run: Run, items: list[_ItemWrite]) -> tuple[list[_ItemWrite]
 
         example_pool = ExamplePool.objects.defer("examples").get(pk=run.config["example_pool"]["id"])
     # The LLM recorded when the run was launched, not whatever this worker's environment says.
-    endpoint = session_services.endpoint_from_snapshot(run.config["llm"])
+    endpoint = session_services.endpoint_from_snapshot(run.config["llm"], record=endpoint_record)
     specs = []
     for item in items:
         options = dict(run.config.get("options") or {})

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -157,12 +157,12 @@ def test_a_session_that_finishes_during_another_pass_skips_its_own_and_that_pass
     original = services._start_sessions
     calls = []
 
-    def paused(run_, items):
+    def paused(run_, items, *args):
         calls.append(len(items))
         if len(calls) == 1:  # the holder's first pass stops here, the run's row locked
             entered.set()
             assert release.wait(30)
-        return original(run_, items)
+        return original(run_, items, *args)
 
     monkeypatch.setattr(services, "_start_sessions", paused)
     _finish(s0)
@@ -206,7 +206,7 @@ def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_le
     original = services._start_sessions
     calls, finisher_queries = [], []
 
-    def during_the_pass(run_, items):
+    def during_the_pass(run_, items, *args):
         calls.append(len(items))
         if len(calls) == 1:  # s1 ends while this pass holds the run (a sibling thread would, at this moment)
             _finish(s1)
@@ -215,7 +215,7 @@ def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_le
             with CaptureQueriesContext(connection) as ctx:
                 services.run_session_finished(session_id=s1)
             finisher_queries.extend(q["sql"] for q in ctx.captured_queries)
-        return original(run_, items)
+        return original(run_, items, *args)
 
     monkeypatch.setattr(services, "_start_sessions", during_the_pass)
     _finish(s0)
@@ -407,6 +407,30 @@ def test_a_runs_sessions_get_the_endpoint_record_as_saved_or_a_copy_of_the_snaps
     assert copy.pk is None and copy.model == "m1" and copy.input_price_per_mtok == 0.15
     saved.delete()
     assert sessions.endpoint_from_snapshot(snapshot).pk is None
+
+
+def test_a_pass_reads_the_endpoint_record_with_the_runs_lock_as_the_orm_reads_it(make_dataset, replay_llm):
+    from decimal import Decimal
+
+    dataset = make_dataset(1)
+    server = replay_llm(replay_script(1))
+    LLMEndpoint.objects.filter(is_default=True).update(is_default=False)
+    saved = LLMEndpoint.objects.create(name="priced", base_url=server.url, model="replay-model", is_default=True,
+                                       input_price_per_mtok=Decimal("0.1500"), max_concurrency=3, timeout_s=12.5,
+                                       allowed_models=["m2"])
+    run = services.run_create_agent(dataset=dataset, name="endpoint", zero_shot=True)
+    with transaction.atomic():
+        _, _, record = services._locked_run(run.pk, skip_locked=False)
+    read, orm = sessions.endpoint_from_snapshot(run.config["llm"], record=record), LLMEndpoint.objects.get(pk=saved.pk)
+    for field in LLMEndpoint._meta.concrete_fields:  # each column as the ORM reads it, types included
+        assert getattr(read, field.attname) == getattr(orm, field.attname), field.name
+        assert type(getattr(read, field.attname)) is type(getattr(orm, field.attname)), field.name
+    saved.delete()
+    with transaction.atomic():
+        _, _, record = services._locked_run(run.pk, skip_locked=False)
+    assert set(record) == {None}  # no record of that name: a copy of the snapshot
+    copy = sessions.endpoint_from_snapshot(run.config["llm"], record=record)
+    assert copy.pk is None and (copy.name, copy.model, copy.timeout_s) == ("priced", "replay-model", 12.5)
 
 
 def test_the_last_question_starts_as_soon_as_one_slot_is_free_not_when_a_batch_is(make_dataset, replay_llm):
