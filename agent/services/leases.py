@@ -32,7 +32,7 @@ from django.utils import timezone
 from agent.conf import agent_settings
 from agent.models import AgentSession
 
-from .jobs import enqueue_many_on_commit, enqueue_now, enqueue_on_commit
+from .jobs import enqueue_many_on_commit, enqueue_now
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def publish(session_id: int) -> None:
     """Queue the session's task after commit; a broker that is down leaves it QUEUED for the sweep, marked
     (no ``queued_at``) so that the next heartbeat's sweep publishes it again, not the lost-message sweep minutes
     later (``SESSION_QUEUED_STALE_AFTER_S``)."""
-    enqueue_on_commit(RUN_SESSION_TASK, session_id, robust=True, on_failure=lambda _exc: _mark_unpublished(session_id))
+    publish_many([session_id])
 
 
 def publish_many(session_ids: list[int]) -> None:

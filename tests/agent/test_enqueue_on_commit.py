@@ -18,7 +18,7 @@ def sent(monkeypatch):
     """Messages the refresh task would have sent to the broker."""
     calls = []
     task = current_app.tasks["agent.tasks.refresh_database"]
-    monkeypatch.setattr(task, "delay", lambda *args, **kwargs: calls.append((args, kwargs)))
+    monkeypatch.setattr(task, "apply_async", lambda args=(), kwargs=None, **options: calls.append((args, kwargs or {})))
     return calls
 
 
