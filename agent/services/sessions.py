@@ -540,8 +540,14 @@ def _claim(session_id: int) -> str | None:
 
 
 @functools.cache
+def _session_columns() -> dict[str, str]:
+    """AgentSession's field names to their columns, for the statements written out here."""
+    return {f.name: f.column for f in AgentSession._meta.concrete_fields}
+
+
+@functools.cache
 def _claim_sql() -> str:
-    c = {f.name: f.column for f in AgentSession._meta.concrete_fields}
+    c = _session_columns()
     return (f"UPDATE {AgentSession._meta.db_table} SET {c['status']} = %s, {c['lease']} = %s, "
             f"{c['heartbeat_at']} = %s, {c['attempts']} = {c['attempts']} + 1, "
             f"{c['started_at']} = COALESCE({c['started_at']}, %s) "
@@ -579,7 +585,7 @@ def _store_turn(session_id: int, lease: str, record: TurnRecord, previous_messag
 
 @functools.cache
 def _counters_sql() -> str:
-    column = {f.name: f.column for f in AgentSession._meta.concrete_fields}
+    column = _session_columns()
     added = ("rounds", "tool_calls", "prompt_tokens", "completion_tokens", "llm_latency_ms", "tool_latency_ms")
     return (f"UPDATE {AgentSession._meta.db_table} SET {column['heartbeat_at']} = %s, "
             + ", ".join(f"{column[name]} = {column[name]} + %s" for name in added)
