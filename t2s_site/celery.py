@@ -15,7 +15,8 @@ for scale-out, start one worker per queue (README, "Scale out").
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
+from django.db import close_old_connections, connections
 from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "t2s_site.settings")
@@ -44,3 +45,29 @@ app.conf.task_queues = [Queue(name, Exchange(name, type="direct"), routing_key=n
 app.conf.task_default_queue = DEFAULT
 app.conf.task_routes = {task: {"queue": queue} for task, queue in ROUTES.items()}
 app.autodiscover_tasks()
+
+
+@signals.worker_init.connect
+def _keep_worker_db_connections(**kwargs) -> None:
+    """A worker's connections live ``WORKER_DB_CONN_MAX_AGE`` seconds, each checked before its first use in a task.
+
+    Set on the connections' settings before any task thread (or prefork child) opens one; the web processes'
+    own ``DB_CONN_MAX_AGE`` is left alone.
+    """
+    from django.conf import settings
+
+    age = settings.WORKER_DB_CONN_MAX_AGE
+    if age:
+        for alias in connections:
+            connections.settings[alias].update(CONN_MAX_AGE=age, CONN_HEALTH_CHECKS=True)
+
+
+# What Django does around a request, around each task: the task's thread (thread pool, prefork child, solo)
+# closes its own connection when it is past its age, left in a transaction or broken by an error (a database
+# restart), so the next query opens a new one. Eager tasks run inside their caller's transaction: not here.
+@signals.task_prerun.connect
+@signals.task_postrun.connect
+def _close_old_db_connections(sender=None, **kwargs) -> None:
+    if sender is not None and getattr(sender.request, "is_eager", False):
+        return
+    close_old_connections()

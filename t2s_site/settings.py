@@ -243,6 +243,14 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", "1800"))
 CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 60
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker's thread (prefork child, solo worker) keeps its app-database connection from one task to the next
+# for this many seconds, checked before use (t2s_site/celery.py); 0: a new connection for every task. Opening
+# one was half of a session's claim on PostgreSQL. Web processes keep DB_CONN_MAX_AGE.
+WORKER_DB_CONN_MAX_AGE = int(os.environ.get("T2S_WORKER_DB_CONN_MAX_AGE", "300"))
+if WORKER_DB_CONN_MAX_AGE:
+    # Celery's Django fixup closes every connection around every task unless this is set; it only counts
+    # tasks, so it is set out of reach and our own handlers close by age or after an error instead.
+    CELERY_DB_REUSE_MAX = 2**62
 CELERY_BEAT_SCHEDULE = {
     "recover-stale-sessions": {"task": "agent.tasks.recover_stale_sessions", "schedule": 60.0},
     "revive-run-dispatchers": {"task": "annotations.tasks.revive_run_dispatchers", "schedule": 60.0},

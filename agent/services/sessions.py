@@ -705,7 +705,8 @@ def _cancel_requested(session_id: int) -> bool:
 
 
 def _close_connection() -> None:
-    """Drop this thread's database connection, so the next query opens a new one (after a restart)."""
+    """Drop this thread's database connection if a fault broke it (or it is past its age), so the next query
+    opens a new one (after a restart)."""
     if connection.in_atomic_block:  # a caller's transaction (a test, an inline caller): not ours to drop
         return
     try:
