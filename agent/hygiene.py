@@ -30,8 +30,9 @@ def clean_instance(instance: models.Model, *, clean_already: Collection[str] = (
                 setattr(instance, field.attname, clean_text(value))
         elif isinstance(field, models.JSONField):
             value = getattr(instance, field.attname)
-            if value is not None and not _json_is_clean(value):
-                setattr(instance, field.attname, clean_json(value))
+            cleaned = cleaned_json(value)
+            if cleaned is not value:
+                setattr(instance, field.attname, cleaned)
     return instance
 
 
