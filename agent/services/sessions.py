@@ -289,26 +289,24 @@ def _checked_config(errors: dict[str, list[str]], *, database: Database, strateg
             "preset": "paper-replica" if paper_replica else None}
 
 
-_strategy_configs: dict[tuple[str, str], tuple[Any, str]] = {}
-
-
 def _strategy_config(strategy: str, options: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The strategy's config for these options (a frozen dataclass) and a fresh copy of its snapshot
     (``to_dict``). Both depend on the options alone: built once per process and options, as a run's every
     dispatch pass asks for them and ``to_dict`` (a deep ``asdict``) was most of the checks' CPU. Raises as
     ``create_strategy`` does."""
     try:
-        key = (strategy, json.dumps(options, sort_keys=True))
+        key = json.dumps(options, sort_keys=True)
     except (TypeError, ValueError):  # not JSON: not cached (never the case for a run's stored options)
         config = create_strategy(strategy, options).config
         return config, config.to_dict()
-    found = _strategy_configs.get(key)
-    if found is None:
-        config = create_strategy(strategy, options).config
-        if len(_strategy_configs) > 256:
-            _strategy_configs.clear()
-        found = _strategy_configs[key] = (config, json.dumps(config.to_dict()))
-    return found[0], json.loads(found[1])
+    config, snapshot = _strategy_config_of(strategy, key)
+    return config, json.loads(snapshot)
+
+
+@functools.lru_cache(maxsize=256)
+def _strategy_config_of(strategy: str, options_json: str) -> tuple[Any, str]:
+    config = create_strategy(strategy, json.loads(options_json)).config
+    return config, json.dumps(config.to_dict())
 
 
 @dataclass(frozen=True)
