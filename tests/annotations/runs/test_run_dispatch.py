@@ -110,17 +110,23 @@ def _in_flight(run) -> int:
     return AgentSession.objects.filter(run_items__run=run, status__in=["queued", "running"]).count()
 
 
-def test_a_finished_session_waits_for_a_batch_of_free_slots_and_the_run_still_ends_without_a_poll(
-        make_dataset, replay_llm):
-    # At concurrency 16 a finished session's pass runs once 2 slots are free (services.DISPATCH_BATCH_SHARE).
-    dataset = make_dataset(18)
+def _launched_at_16(dataset, replay_llm, name: str):
+    """A run of ``dataset`` launched at concurrency 16 (an endpoint that allows it): the run and its first 16
+    sessions, queued."""
     server = replay_llm(replay_script(1))
     LLMEndpoint.objects.create(name="wide", base_url=server.url, model="replay-model", is_default=True,
                                max_concurrency=16)
-    run = services.run_create_agent(dataset=dataset, name="batch", max_concurrency=16, zero_shot=True)
+    run = services.run_create_agent(dataset=dataset, name=name, max_concurrency=16, zero_shot=True)
     services.run_dispatch(run=run)
     first = queued()
     assert len(first) == 16
+    return run, first
+
+
+def test_a_finished_session_waits_for_a_batch_of_free_slots_and_the_run_still_ends_without_a_poll(
+        make_dataset, replay_llm):
+    # At concurrency 16 a finished session's pass runs once 2 slots are free (services.DISPATCH_BATCH_SHARE).
+    run, first = _launched_at_16(make_dataset(18), replay_llm, "batch")
     _finish(first[0])
     services.run_session_finished(session_id=first[0])
     assert AgentSession.objects.count() == 16 and run.items.filter(predicted_sql="SELECT 1").count() == 0
@@ -434,14 +440,8 @@ def test_a_pass_reads_the_endpoint_record_with_the_runs_lock_as_the_orm_reads_it
 
 
 def test_the_last_question_starts_as_soon_as_one_slot_is_free_not_when_a_batch_is(make_dataset, replay_llm):
-    dataset = make_dataset(17)  # at concurrency 16 a pass waits for 2 free slots, but one question is left
-    server = replay_llm(replay_script(1))
-    LLMEndpoint.objects.create(name="wide", base_url=server.url, model="replay-model", is_default=True,
-                               max_concurrency=16)
-    run = services.run_create_agent(dataset=dataset, name="last", max_concurrency=16, zero_shot=True)
-    services.run_dispatch(run=run)
-    first = queued()
-    assert len(first) == 16
+    # At concurrency 16 a pass waits for 2 free slots, but one question is left.
+    run, first = _launched_at_16(make_dataset(17), replay_llm, "last")
     _finish(first[0])
     services.run_session_finished(session_id=first[0])
     assert AgentSession.objects.count() == 17 and _in_flight(run) == 16
