@@ -9,7 +9,8 @@ database and broker instead), with the replay LLM server and a dataset built on 
    ``--threads``: its throughput as a percentage of that baseline (target 60 %), the dispatcher's CPU
    share of the worker's (target under 10 %), the worker's RSS over the run, the ETA shown at 25 %;
 3. an LLM-bound run: ``--slow-questions`` questions at ``--slow-latency-ms`` per call, concurrency
-   ``--slow-concurrency``: wall time against ceil(questions / concurrency) x rounds x latency (target 90 %).
+   ``--slow-concurrency``: wall time against ceil(questions / concurrency) x rounds x latency (target 90 %);
+   ``--trace`` adds where a session's time goes there (benchmarks/runs/trace.py).
 """
 
 from __future__ import annotations
@@ -62,13 +63,14 @@ class App:
             proc.kill()
             proc.wait()
 
-    def worker(self, threads: int, stats: Path) -> subprocess.Popen:
+    def worker(self, threads: int, stats: Path, trace: Path | None = None) -> subprocess.Popen:
         log = (self.var / f"worker-{stats.stem}.log").open("w")
+        env = dict(self.env, T2S_BENCH_TRACE=str(trace)) if trace else self.env
         proc = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.runs.worker", str(stats), "-A", "t2s_site", "worker", "--pool",
              "threads", "--concurrency", str(threads), "--without-gossip", "--without-mingle",
              "--without-heartbeat", "-n", f"{stats.stem}@%h", "--loglevel", "WARNING"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 120
         while not stats.exists() or not stats.read_text():
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -107,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="threads per worker process for step 3 (default: its concurrency / --slow-workers)")
     parser.add_argument("--embedded", action="store_true", help="SQLite app database and broker")
     parser.add_argument("--stages", default="123", help="which steps to run (3 alone needs no baseline)")
+    parser.add_argument("--trace", action="store_true",
+                        help="mark each session's steps in step 3's workers and print wall and CPU per segment")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -193,10 +197,11 @@ def main(argv: list[str] | None = None) -> int:
                 # The run's concurrency spread over --slow-workers processes (one GIL each).
                 threads = args.slow_threads or math.ceil(args.slow_concurrency / args.slow_workers)
                 stats_files = [var / f"slow{k}.jsonl" for k in range(args.slow_workers)]
+                traces = [stats.with_suffix(".trace.json") for stats in stats_files]
                 workers = []
                 try:
-                    for stats in stats_files:
-                        workers.append(app.worker(threads, stats))
+                    for stats, trace_file in zip(stats_files, traces, strict=True):
+                        workers.append(app.worker(threads, stats, trace_file if args.trace else None))
                     run_id = app.step("run", "slow", str(args.slow_concurrency)).splitlines()[-1]
                     slow = app.watch(run_id, lambda r: r["status"] == "done", 3600, "the slow run")
                 finally:
@@ -220,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"{args.rounds * args.slow_latency_ms / 1000:.1f} s of LLM latency (an LLM call {slow['call_p50_ms']:.0f} ms, "
                       f"max {slow['call_max_ms']:.0f}); the first started "
                       f"{slow['first_start'] - slow['created']:.2f} s after the launch")
+            if args.trace:
+                from benchmarks.runs.trace import summary
+
+                print("\n".join(summary(traces)))
     finally:
         if redis is not None:
             redis.close()

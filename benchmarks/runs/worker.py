@@ -5,6 +5,7 @@ dispatcher's two entry points (``run_dispatch``, the poll's, and ``run_session_f
 session's, which includes finding the session's run) wrapped to add up the CPU time of the threads running
 them, their passes counted, and a thread writing one JSON line per second to STATS_FILE: the process's CPU
 seconds, the dispatcher's, the number of calls, of passes and of passes skipped, and the resident set size.
+With ``T2S_BENCH_TRACE=FILE`` it also marks each session's steps (benchmarks/runs/trace.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import resource
 import sys
 import threading
 import time
+from pathlib import Path
 
 
 def _rss_mb() -> float:
@@ -76,6 +78,10 @@ def main() -> None:
                 time.sleep(1)
 
     threading.Thread(target=sample, daemon=True, name="bench-sampler").start()
+    if os.environ.get("T2S_BENCH_TRACE"):
+        from benchmarks.runs import trace
+
+        trace.install(Path(os.environ["T2S_BENCH_TRACE"]))
     from celery.__main__ import main as celery_main
 
     sys.argv = ["celery", *celery_args]
