@@ -259,6 +259,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Longer than the longest task, or an unacknowledged task is redelivered while still running.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
+    # kombu's Redis transport with its command client kept per pool, not built per command (t2s_site/broker.py).
+    CELERY_BROKER_TRANSPORT = "t2s_site.broker:Transport"
 
 # --- t2s-studio's own knobs: overrides of the apps' defaults (agent/conf.py, annotations/conf.py) ---
 T2S = {
