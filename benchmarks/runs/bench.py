@@ -212,15 +212,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"3. run of {slow['total']} questions, {args.rounds} calls of {args.slow_latency_ms} ms, concurrency "
                   f"{args.slow_concurrency} ({args.slow_workers} worker process(es) of {threads} threads): {wall:.1f} s, LLM-bound ideal {ideal:.1f} s = {100 * ideal / wall:.0f} % "
                   f"(target 90 %)")
-            cpu = dispatch = 0.0
+            cpu = dispatch = consumer = 0.0
             for stats in stats_files:
                 rows = [r for r in samples(stats) if slow["created"] <= r["t"] <= slow["last_finish"]]
                 if len(rows) > 1:
                     cpu += rows[-1]["cpu_s"] - rows[0]["cpu_s"]
                     dispatch += rows[-1]["dispatch_cpu_s"] - rows[0]["dispatch_cpu_s"]
+                    consumer += rows[-1]["consumer_cpu_s"] - rows[0]["consumer_cpu_s"]
             if cpu:
                 print(f"   worker CPU {cpu:.1f} s ({1000 * cpu / slow['total']:.0f} ms a session), dispatcher "
-                      f"{dispatch:.1f} s; a session waited {slow['wait_p50']:.2f} s (max {slow['wait_first_max']:.2f} "
+                      f"{dispatch:.1f} s, consumer thread {consumer:.1f} s; a session waited {slow['wait_p50']:.2f} s (max {slow['wait_first_max']:.2f} "
                       f"in the first {args.slow_concurrency}, {slow['wait_later_max'] or 0:.2f} later) to start and ran {slow['run_p50']:.2f} s (max {slow['run_max']:.2f}) for "
                       f"{args.rounds * args.slow_latency_ms / 1000:.1f} s of LLM latency (an LLM call {slow['call_p50_ms']:.0f} ms, "
                       f"max {slow['call_max_ms']:.0f}); the first started "

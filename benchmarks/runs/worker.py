@@ -4,7 +4,7 @@
 dispatcher's two entry points (``run_dispatch``, the poll's, and ``run_session_finished``, a finished
 session's, which includes finding the session's run) wrapped to add up the CPU time of the threads running
 them, their passes counted, and a thread writing one JSON line per second to STATS_FILE: the process's CPU
-seconds, the dispatcher's, the number of calls, of passes and of passes skipped, and the resident set size.
+seconds, the consumer thread's (Celery's main thread, which receives, hands out and acks messages), the dispatcher's, the number of calls, of passes and of passes skipped, and the resident set size.
 With ``T2S_BENCH_TRACE=FILE`` it also marks each session's steps (benchmarks/runs/trace.py).
 """
 
@@ -25,6 +25,12 @@ def _rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _thread_cpu_s(native_id: int) -> float:
+    with open(f"/proc/self/task/{native_id}/stat") as handle:
+        fields = handle.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def main() -> None:
@@ -65,6 +71,8 @@ def main() -> None:
     # The app registered the unwrapped function at start-up; the same key replaces it.
     sessions.on_session_finished("runs", lambda session_id: services.run_session_finished(session_id=session_id))
 
+    main_thread = threading.main_thread().native_id  # Celery's consumer: receives, hands out and acks messages
+
     def sample() -> None:
         with open(stats_file, "a") as out:
             while True:
@@ -72,7 +80,7 @@ def main() -> None:
                 with lock:
                     line = {"t": time.time(), "cpu_s": usage.ru_utime + usage.ru_stime,
                             "dispatch_cpu_s": dispatch_cpu[0], "dispatches": dispatch_cpu[1], "passes": dispatch_cpu[2],
-                            "skipped": dispatch_cpu[3], "rss_mb": _rss_mb()}
+                            "skipped": dispatch_cpu[3], "rss_mb": _rss_mb(), "consumer_cpu_s": _thread_cpu_s(main_thread)}
                 out.write(json.dumps(line) + "\n")
                 out.flush()
                 time.sleep(1)
