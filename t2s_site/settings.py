@@ -322,5 +322,5 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}, "httpx": {"level": "WARNING"},
-                "httpx2": {"level": "WARNING"}},  # the LLM client: one INFO line per HTTP request otherwise
+                "httpx2": {"level": "WARNING"}},  # embeddings, proxied LLM calls: an INFO line per request otherwise
 }

@@ -1,11 +1,12 @@
 """Chat-completion client for any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp server).
 
-Plain HTTP (httpx2) and our own decoding, not the OpenAI SDK: servers differ in what they send (a missing
-``usage``, ``content: null``, a proxy's HTML error page, a body without choices), the raw completion is
-what a turn stores, and each of those cases must become an ``LLMError`` or a lenient reading, never a
-crash in a typed response model. Retries are ours, so every attempt is counted, backoff and timeouts are
-per endpoint, a session's deadline cuts a call in flight, and a failed call reports how long it really
-took (all attempts and backoff).
+Plain HTTP (``transport``: the standard library's ``http.client`` over kept-alive connections) and our
+own decoding, not the OpenAI SDK: servers differ in what they send (a missing ``usage``, ``content:
+null``, a proxy's HTML error page, a body without choices), the raw completion is what a turn stores,
+and each of those cases must become an ``LLMError`` or a lenient reading, never a crash in a typed
+response model. Retries are ours, so every attempt is counted, backoff and timeouts are per endpoint, a
+session's deadline cuts a call in flight, and a failed call reports how long it really took (all
+attempts and backoff).
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-import httpx2
-
 from agent.textclean import MAX_COMPLETION_CHARS, clean_text
 
 from .pricing import PriceTable
+from .transport import TransportError, open_transport
 from .types import Completion, LLMError, Message, MessagesLike
 
 PAPER_STOP: tuple[str, ...] = ("\nObservation", "\nThought")
@@ -110,14 +110,12 @@ class LLMClient:
         # A local server usually needs no key; some clients' conventions expect a bearer all the same.
         headers = {"Authorization": f"Bearer {settings.resolve_api_key() or _NO_KEY}"}
         self._url = (settings.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        # A connection per call in flight, kept open between calls. httpx's default pool keeps 20: with 64
+        # A connection per call in flight, kept open between calls. httpx's default pool kept 20: with 64
         # sessions at once, 44 connections were closed and opened again at every round (a TCP handshake, and
         # on HTTPS a TLS one, of a few ms of CPU each), and a burst of new connections can overflow a
         # server's accept queue (a dropped SYN is retried after 1 s).
-        limits = httpx2.Limits(max_connections=settings.max_concurrent,
-                               max_keepalive_connections=settings.max_concurrent or KEEPALIVE_CONNECTIONS)
-        self._http = httpx2.Client(headers=headers, timeout=settings.timeout_s, follow_redirects=False,
-                                   limits=limits)
+        self._http = open_transport(self._url, headers, max_connections=settings.max_concurrent,
+                                    max_idle=settings.max_concurrent or KEEPALIVE_CONNECTIONS)
         self._slots = threading.BoundedSemaphore(settings.max_concurrent) if settings.max_concurrent else None
 
     def with_settings(self, **changes: Any) -> LLMClient:
@@ -219,18 +217,22 @@ class LLMClient:
             return self._post_once(params, timeout)
 
     def _post_once(self, params: dict[str, Any], timeout: float) -> Any:
+        # As httpx encoded ``json=``: compact, UTF-8, and NaN refused (a ValueError, not a request).
+        body = json.dumps(params, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
         try:
-            response = self._http.post(self._url, json=params, timeout=timeout)
-        except httpx2.TimeoutException as exc:
-            raise _Failure("request timed out", retryable=True, cause=exc) from exc
-        except httpx2.HTTPError as exc:  # connection refused or reset, protocol errors
-            raise _Failure(f"connection error ({exc})", retryable=True, cause=exc) from exc
-        text = response.text
-        status = response.status_code
+            reply = self._http.post_json(body, timeout)
+        except TransportError as exc:
+            cause = exc.__cause__ or exc
+            if exc.timed_out:
+                raise _Failure("request timed out", retryable=True, cause=cause) from cause
+            raise _Failure(f"connection error ({exc})", retryable=True, cause=cause) from cause
+        text = reply.text
+        status = reply.status
         if status >= 400:
             retryable = status in _RETRYABLE_STATUS or status >= 500
             raise _Failure(f"HTTP {status}: {_short(text)}", retryable=retryable, status_code=status,
-                           retry_after=_retry_after(response.headers.get("retry-after")))
+                           retry_after=_retry_after(reply.retry_after))
+        # Redirects are not followed: a 3xx body is read like any other and is rarely a completion.
         try:
             return json.loads(text)
         except ValueError as exc:
