@@ -29,6 +29,9 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_STALE_AFTER_S": 7.0,
     # A session QUEUED this long after its message was published is published again (a lost message).
     "SESSION_QUEUED_STALE_AFTER_S": 300.0,
+    # Sessions a worker thread runs after its task's own, handed over by its run's dispatch instead of published
+    # (agent/services/handover.py); 0: every session is a message of its own.
+    "SESSION_HANDOVER_MAX": 32,
     # SQLite files the web, the API and the admin may register (browser uploads land in the first); commands may
     # name any readable file but the app's own data (agent/services/locations.py).
     "DATA_DIRS": [Path("var") / "uploads"],

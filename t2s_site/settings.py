@@ -291,6 +291,7 @@ T2S = {
     "SESSION_HEARTBEAT_S": float(os.environ.get("T2S_SESSION_HEARTBEAT_S", "2")),
     "SESSION_STALE_AFTER_S": float(os.environ.get("T2S_SESSION_STALE_AFTER_S", "7")),
     "SESSION_QUEUED_STALE_AFTER_S": float(os.environ.get("T2S_SESSION_QUEUED_STALE_AFTER_S", "300")),
+    "SESSION_HANDOVER_MAX": int(os.environ.get("T2S_SESSION_HANDOVER_MAX", "32")),
     "MAX_ROUNDS_CEILING": int(os.environ.get("T2S_MAX_ROUNDS_CEILING", "30")),
     # Daily LLM budget per account (empty or 0: no limit); an account's own budget in the admin overrides it.
     "DAILY_TOKEN_BUDGET": int(os.environ.get("T2S_DAILY_TOKEN_BUDGET") or 0),

@@ -32,6 +32,7 @@ from django.utils import timezone
 from agent.conf import agent_settings
 from agent.models import AgentSession
 
+from . import handover
 from .jobs import enqueue_many_on_commit, enqueue_now
 
 logger = logging.getLogger(__name__)
@@ -82,11 +83,29 @@ def publish(session_id: int) -> None:
 
 def publish_many(session_ids: list[int]) -> None:
     """``publish`` for several sessions, sent together after commit (one producer, on Redis one round trip);
-    if the batch fails, every one of them is marked for the sweep (one sent twice runs once: see ``_claim``)."""
-    ids = list(session_ids)
+    if the batch fails, every one of them is marked for the sweep (one sent twice runs once: see ``_claim``).
+    A session task's thread may keep one of them to run itself instead (agent/services/handover.py)."""
+    kept, ids = handover.take(list(session_ids))
+    if kept:
+        # Run by this thread once the pass commits, not published: left for the sweep if it dies first.
+        _mark_unpublished(*kept)
     if ids:
         enqueue_many_on_commit(RUN_SESSION_TASK, [(pk,) for pk in ids], robust=True,
                                on_failure=lambda _exc: _mark_unpublished(*ids))
+
+
+def publish_handed_back(session_ids: list[int]) -> None:
+    """Sessions handed over to a thread that will not run them (its worker stopping, a fault): published as
+    their own messages, marked published as ``republish_failed`` marks them (a failure leaves them to it)."""
+    try:
+        unpublished = AgentSession.objects.filter(pk__in=session_ids, status=AgentSession.Status.QUEUED,
+                                                  queued_at__isnull=True)
+        ids = list(unpublished.values_list("pk", flat=True))
+        unpublished.filter(pk__in=ids).update(queued_at=timezone.now())
+    except DatabaseError as exc:  # the database is away: the sweep publishes them once it is back
+        logger.warning("sessions %s left for the sweep: %s", session_ids, exc)
+        return
+    publish_many(ids)
 
 
 def _mark_unpublished(*session_ids: int) -> None:

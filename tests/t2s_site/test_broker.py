@@ -54,16 +54,19 @@ def test_publishing_receiving_and_acking_build_no_client_per_message(redis_url: 
         try:
             for i in range(20):
                 queue.put({"n": i})
-            received = []
+            received, tags = [], []
             for _ in range(20):
                 message = queue.get(timeout=5)
                 received.append(message.payload["n"])
+                tags.append(message.delivery_tag)
                 message.ack()
             assert received == list(range(20))
-            assert connection.default_channel.client.hlen(connection.default_channel.unacked_key) == 0
+            channel = connection.default_channel
+            assert not any(channel.client.hexists(channel.unacked_key, tag) for tag in tags)  # all acked
         finally:
             queue.clear()
             queue.close()
+            connection.default_channel.queue_delete(name)
     assert len(clients_built) <= 4  # the command client, the poll's client, a pipeline's own
 
 
