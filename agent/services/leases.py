@@ -87,8 +87,10 @@ def publish_many(session_ids: list[int]) -> None:
     A session task's thread may keep one of them to run itself instead (agent/services/handover.py)."""
     kept, ids = handover.take(list(session_ids))
     if kept:
-        # Run by this thread once the pass commits, not published: left for the sweep if it dies first.
-        _mark_unpublished(*kept)
+        # Run by this thread once the pass commits, not published: left for the sweep if it dies first. In SQL,
+        # in the pass's transaction: the ORM's UPDATE took about 0.4 ms of CPU to build, at every handover.
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {AgentSession._meta.db_table} SET queued_at = NULL WHERE id = %s", [kept[0]])
     if ids:
         enqueue_many_on_commit(RUN_SESSION_TASK, [(pk,) for pk in ids], robust=True,
                                on_failure=lambda _exc: _mark_unpublished(*ids))

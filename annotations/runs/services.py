@@ -599,7 +599,7 @@ def _dispatch(run_id: int, *, wait: bool) -> bool:
         wait = False
 
 
-def _needs_pass(*, run_id: int | None = None, session_id: int | None = None, batch: int | None = None) -> int | None:
+def _needs_pass(*, run_id: int | None = None, session_id: int | None = None) -> int | None:
     """The run (given, or the session's) when its finished, uncollected sessions make a batch (or are all it
     holds, or free a slot for each question still waiting), else None. One read, without the run's lock.
 
@@ -618,8 +618,7 @@ def _needs_pass(*, run_id: int | None = None, session_id: int | None = None, bat
         return None  # not a run's session, or nothing of its run is in flight
     found, held, finished, waiting = row
     finished = int(finished or 0)
-    if batch is None:
-        batch = max(1, min(DISPATCH_BATCH_MAX, held // DISPATCH_BATCH_SHARE))
+    batch = max(1, min(DISPATCH_BATCH_MAX, held // DISPATCH_BATCH_SHARE))
     # Fewer questions waiting than a batch (the last ones): a free slot is enough. Waiting for a second one
     # left the last question of an LLM-bound run idle for a whole session (bench-runs step 3: 77 % instead of
     # 85-87 % of its ideal in the runs where it happened).
@@ -879,11 +878,7 @@ def run_session_finished(*, session_id: int) -> None:
     # Each finished session committed its end before this read, so the last of several finishing at once
     # counts them all: a batch is never left waiting for a session that has already finished. A session this
     # process started names its run: counted without looking the run up by the session.
-    # A thread that can run the next session itself (agent/services/handover.py) fills its own slot: a pass
-    # then replaces a message (its publishing, delivery and acknowledgement), not batches of them.
-    batch = 1 if handover.offered() else None
-    run_id = (_needs_pass(session_id=session_id, batch=batch) if started_by is None
-              else _needs_pass(run_id=started_by, batch=batch))
+    run_id = _needs_pass(session_id=session_id) if started_by is None else _needs_pass(run_id=started_by)
     if run_id is not None:  # else: not a run's session, collected already, or waiting for the batch
         with handover.filling_slot():  # this thread may run one of the sessions the pass starts
             _dispatch(run_id, wait=False)
