@@ -7,11 +7,12 @@ for one interpreter lock at each hop, and about 3 ms of the consumer thread's CP
 
 The session task opens an offer on its thread (``run_chain``). The pass that fills its slot (``filling_slot``,
 around the run's dispatch when the session ends) gives the thread one of the sessions it starts (``take``, called
-where sessions are published), and the thread runs it once the pass has committed, then the one handed over after that, and so on. Bounded: at most ``limit`` sessions after the
-task's own, none once the worker is stopping, none after ``until`` (so a chain ends within a prefork child's
-soft time limit); past that, sessions are published as before. A handed-over session is stored as unpublished
-(no ``queued_at``): if the worker dies before claiming it, the next heartbeat's sweep publishes it
-(agent/services/leases.py), and a sweep that publishes it meanwhile is harmless (the claim is atomic).
+where sessions are published), and the thread runs it once the pass has committed, then the one handed over
+after that, and so on. Bounded: at most ``limit`` sessions after the task's own, none once the worker is
+stopping, none after ``until`` (so a chain ends within a prefork child's soft time limit); past that, sessions
+are published as before. A handed-over session is stored as unpublished (no ``queued_at``): if the worker dies
+before claiming it, the next heartbeat's sweep publishes it (agent/services/leases.py), and a sweep that
+publishes it meanwhile is harmless (the claim is atomic).
 """
 
 from __future__ import annotations
@@ -44,12 +45,6 @@ class _Offer:
 
 
 _local = threading.local()
-
-
-def offered() -> bool:
-    """Whether this thread would run a session handed over to it now."""
-    offer: _Offer | None = getattr(_local, "offer", None)
-    return offer is not None and offer.available()
 
 
 @contextlib.contextmanager
@@ -121,4 +116,3 @@ def run_chain(session_id: int, *, execute: Callable[[int], None], publish: Calla
         if leftover:
             publish(leftover)
     return ran
-
