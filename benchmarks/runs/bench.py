@@ -226,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"{args.rounds * args.slow_latency_ms / 1000:.1f} s of LLM latency (an LLM call {slow['call_p50_ms']:.0f} ms, "
                       f"max {slow['call_max_ms']:.0f}); the first started "
                       f"{slow['first_start'] - slow['created']:.2f} s after the launch")
+                if slow.get("idle_slot_s") is not None:
+                    print(f"   slots left empty while questions waited: {slow['idle_slot_s']:.2f} s of the wall at full "
+                          f"concurrency; the last session was created {slow['last_finish'] - slow['last_created']:.2f} s "
+                          f"before the run's end")
             if args.trace:
                 from benchmarks.runs.trace import summary
 

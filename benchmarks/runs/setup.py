@@ -53,6 +53,16 @@ def main(argv: list[str]) -> int:
                "run_p50": runs[len(runs) // 2] if runs else None, "run_max": runs[-1] if runs else None,
                "call_p50_ms": calls[len(calls) // 2] if calls else None, "call_max_ms": calls[-1] if calls else None}
         if run is not None:
+            # Slot-seconds left empty while questions were still waiting (run created -> the last session
+            # created), each divided by the concurrency: the seconds of the run's wall that dispatch gaps cost.
+            # Only once the run is over: the watch reads a report a second, beside the worker being measured.
+            spans = [] if run.status == Run.Status.RUNNING else list(
+                qs.filter(finished_at__isnull=False).values_list("created_at", "finished_at"))
+            if spans and first:
+                start, end = run.created_at, max(c for c, _ in spans)
+                held = sum(max(0.0, (min(f, end) - max(c, start)).total_seconds()) for c, f in spans)
+                out["idle_slot_s"] = ((end - start).total_seconds() * first - held) / first
+                out["last_created"] = end.timestamp()
             out.update(status=run.status, created=run.created_at.timestamp(),
                        evaluated=run.evaluated_at.timestamp() if run.evaluated_at else None,
                        correct=(run.totals or {}).get("correct"), eta_s=services.run_progress(run=run)["eta_s"])
