@@ -84,13 +84,14 @@ def publish(session_id: int) -> None:
 def publish_many(session_ids: list[int]) -> None:
     """``publish`` for several sessions, sent together after commit (one producer, on Redis one round trip);
     if the batch fails, every one of them is marked for the sweep (one sent twice runs once: see ``_claim``).
-    A session task's thread may keep one of them to run itself instead (agent/services/handover.py)."""
+    Session tasks' threads of this process may keep some to run themselves instead (agent/services/handover.py)."""
     kept, ids = handover.take(list(session_ids))
     if kept:
-        # Run by this thread once the pass commits, not published: left for the sweep if it dies first. In SQL,
-        # in the pass's transaction: the ORM's UPDATE took about 0.4 ms of CPU to build, at every handover.
+        # Run by those threads once the pass commits, not published: left for the sweep if the worker dies first.
+        # In SQL, in the pass's transaction: the ORM's UPDATE took about 0.4 ms of CPU to build, at every handover.
         with connection.cursor() as cursor:
-            cursor.execute(f"UPDATE {AgentSession._meta.db_table} SET queued_at = NULL WHERE id = %s", [kept[0]])
+            cursor.execute(f"UPDATE {AgentSession._meta.db_table} SET queued_at = NULL "
+                           f"WHERE id IN ({', '.join(str(int(pk)) for pk in kept)})")
     if ids:
         enqueue_many_on_commit(RUN_SESSION_TASK, [(pk,) for pk in ids], robust=True,
                                on_failure=lambda _exc: _mark_unpublished(*ids))

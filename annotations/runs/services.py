@@ -548,12 +548,16 @@ def run_dispatch(*, run: Run) -> bool:
 
 
 # A finished session fills its slot only once this share of the slots its run holds is free, and at most
-# DISPATCH_BATCH_MAX (1 slot up to 15 held, then 2): a pass then starts two sessions for little more than the
-# cost of one, and at most one slot waits for the next finishing session. Larger batches saved passes but
-# left more slots idle: an LLM-bound run at concurrency 64 reached 67 % of its ideal with batches of 8,
-# 73 % with 1 (bench-runs, 2026-11-25, load 5). The last session in flight always passes.
-DISPATCH_BATCH_SHARE = 8
-DISPATCH_BATCH_MAX = 2
+# DISPATCH_BATCH_MAX (1 slot up to 7 held, 2 up to 11, 3 up to 15, then 4): a pass then starts several sessions
+# for little more than the cost of one. The last session in flight always passes.
+DISPATCH_BATCH_SHARE = 4
+DISPATCH_BATCH_MAX = 4
+# ... and a free slot waits that long at most for the others: then it is filled alone. Without the bound, the
+# last session of a wave of an LLM-bound run (sessions in step, ending within a second of each other) left its
+# slot empty until the next wave ended, 3 s later: one question ran a whole session late and bench-runs step 3
+# fell from 91-93 % to 81-82 % of its ideal in about one run in three (2026-11-25), and probably why batches
+# of 8 had given 67 % there. Bounded, batches of 4 halved step 2's passes (578 -> 345) and cost step 3 nothing.
+DISPATCH_BATCH_WAIT_S = 0.05
 
 
 # Runs that a thread of this process is passing over (run id -> such threads). A finished session whose run
@@ -601,7 +605,16 @@ def _dispatch(run_id: int, *, wait: bool) -> bool:
 
 def _needs_pass(*, run_id: int | None = None, session_id: int | None = None) -> int | None:
     """The run (given, or the session's) when its finished, uncollected sessions make a batch (or are all it
-    holds, or free a slot for each question still waiting), else None. One read, without the run's lock.
+    holds, or free a slot for each question still waiting), else None. One read, without the run's lock."""
+    slots = _free_slots(run_id=run_id, session_id=session_id)
+    return None if slots is None or slots[1] else slots[0]
+
+
+def _free_slots(*, run_id: int | None = None, session_id: int | None = None) -> tuple[int, bool] | None:
+    """(the run, given or the session's; whether its finished, uncollected sessions are short of a batch
+    that questions wait for) when they make a pass worth it now or after a wait, else None. (No question
+    waiting: finished sessions are only to collect, and that waits for a batch or the run's last session.)
+    One read, without the run's lock.
 
     Written in SQL: it runs once per finished session, and the ORM took about 1 ms of CPU to build it, ten
     times what the database took to answer. The literal empty strings let PostgreSQL use the partial index
@@ -618,13 +631,15 @@ def _needs_pass(*, run_id: int | None = None, session_id: int | None = None) -> 
         return None  # not a run's session, or nothing of its run is in flight
     found, held, finished, waiting = row
     finished = int(finished or 0)
+    if not finished:
+        return None
     batch = max(1, min(DISPATCH_BATCH_MAX, held // DISPATCH_BATCH_SHARE))
     # Fewer questions waiting than a batch (the last ones): a free slot is enough. Waiting for a second one
     # left the last question of an LLM-bound run idle for a whole session (bench-runs step 3: 77 % instead of
     # 85-87 % of its ideal in the runs where it happened).
-    if not finished or (finished < held and finished < batch and not 0 < waiting < batch):
-        return None
-    return found
+    if finished >= held or finished >= batch or 0 < waiting < batch:
+        return found, False
+    return (found, True) if waiting else None
 
 
 @lru_cache(maxsize=2)
@@ -670,7 +685,8 @@ def _dispatch_pass(run_id: int, *, skip_locked: bool) -> bool | None:
         started: list[_ItemWrite] = []
         refused: list[_ItemWrite] = []
         if capacity:
-            started, refused = _start_sessions(run, _next_waiting(run.pk, capacity), endpoint)
+            with handover.passing(run.pk):  # threads of this process waiting on the run get one each
+                started, refused = _start_sessions(run, _next_waiting(run.pk, capacity), endpoint)
             if len(_started_runs) > _STARTED_RUNS_MAX:
                 _started_runs.clear()
             _started_runs.update((item.session_id, run.pk) for item in started)
@@ -869,19 +885,39 @@ def _start_sessions(run: Run, items: list[_ItemWrite],
 
 
 def run_session_finished(*, session_id: int) -> None:
-    """A session ended: if it belongs to a running run, collect it and fill its slot, once a few are free."""
+    """A session ended: if it belongs to a running run, collect it and fill its slot, once a few are free
+    (or once this thread has waited ``DISPATCH_BATCH_WAIT_S`` for a second one)."""
     started_by = _started_runs.pop(session_id, None)
     if started_by is not None:
         with _passing_lock:
-            if _passing.get(started_by):
-                return  # a sibling thread passes over its run; it counts again after its pass
+            sibling = bool(_passing.get(started_by))
+        if sibling:
+            # A sibling thread passes over its run, and counts again after its pass: that pass, or the next,
+            # may hand this thread a session. If none comes, the slot is counted below as after a wait.
+            if handover.wait_for_pass(started_by, DISPATCH_BATCH_WAIT_S):
+                return
+            return _fill_slot(_free_slots(run_id=started_by), waited=True)
     # Each finished session committed its end before this read, so the last of several finishing at once
     # counts them all: a batch is never left waiting for a session that has already finished. A session this
     # process started names its run: counted without looking the run up by the session.
-    run_id = _needs_pass(session_id=session_id) if started_by is None else _needs_pass(run_id=started_by)
-    if run_id is not None:  # else: not a run's session, collected already, or waiting for the batch
-        with handover.filling_slot():  # this thread may run one of the sessions the pass starts
-            _dispatch(run_id, wait=False)
+    _fill_slot(_free_slots(session_id=session_id) if started_by is None else _free_slots(run_id=started_by),
+               waited=False)
+
+
+def _fill_slot(slots: tuple[int, bool] | None, *, waited: bool) -> None:
+    if slots is None:
+        return  # not a run's session, collected already, or nothing to start (collected with a batch later)
+    run_id, short = slots
+    if short and not waited:
+        # A free slot short of a batch: a session ending meanwhile passes for both, and may hand this thread
+        # one of the sessions it starts; else, after the wait, the slot is filled alone.
+        if handover.wait_for_pass(run_id, DISPATCH_BATCH_WAIT_S):
+            return
+        slots = _free_slots(run_id=run_id)
+        if slots is None:
+            return
+    with handover.filling_slot():  # this thread may run one of the sessions the pass starts
+        _dispatch(run_id, wait=False)
 
 
 def runs_revive_dispatch(*, idle_s: float = 30) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.models import AgentSession, DatabaseGrant
+from agent.models import AgentSession, DatabaseGrant, LLMEndpoint
 from agent.services import handover, leases, sessions
 from annotations.runs import services
 from annotations.runs.models import Run
@@ -29,7 +29,10 @@ def run_of(tmp_path, replay_llm, monkeypatch):
                                           build_indexes=True)
         for database_id in set(dataset.questions.exclude(database=None).values_list("database_id", flat=True)):
             DatabaseGrant.objects.get_or_create(database_id=database_id, group=group_of_testers())
-        replay_llm(replay_script(n))
+        server = replay_llm(replay_script(n))
+        if concurrency > 8:  # the environment's endpoint allows 8 at once
+            LLMEndpoint.objects.create(name="wide", base_url=server.url, model="replay-model", is_default=True,
+                                       max_concurrency=concurrency)
         run = services.run_create_agent(dataset=dataset, name="handover", max_concurrency=concurrency,
                                         zero_shot=True)
         services.run_dispatch(run=run)
@@ -144,3 +147,51 @@ def test_outside_a_chain_every_session_is_published(run_of):
     (first,) = run_of.published
     execute(first)  # as a caller without an offer (``ask --inline``, an eager task)
     assert len(run_of.published) == 2
+
+
+def test_a_thread_waiting_for_a_batch_is_handed_a_session_by_the_pass_that_fills_it(run_of, monkeypatch):
+    import threading
+    import time
+
+    from django.db import connection
+
+    from tests.annotations.runs.test_run_dispatch import _finish
+
+    # Concurrency 16: a pass waits for 4 free slots. The first to finish waits on the run (long enough here for
+    # the test to finish three more); the fourth's pass starts four sessions and hands one to the waiting thread.
+    monkeypatch.setattr(services, "DISPATCH_BATCH_WAIT_S", 30)
+    run = run_of(24, concurrency=16)
+    first = list(run_of.published)
+    handed: list[int] = []
+
+    def finish_then_run_handed(pk: int) -> None:
+        if pk == first[0]:
+            _finish(pk)
+            services.run_session_finished(session_id=pk)
+        else:
+            handed.append(pk)
+
+    def waiter() -> None:
+        try:
+            handover.run_chain(first[0], execute=finish_then_run_handed, publish=leases.publish_handed_back,
+                               limit=32)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=waiter)
+    started = time.monotonic()
+    thread.start()
+    while run.pk not in handover._waiting:
+        assert thread.is_alive() and time.monotonic() - started < 20
+        time.sleep(0.01)
+    for pk in first[1:4]:
+        _finish(pk)
+    services.run_session_finished(session_id=first[3])  # a batch: this pass starts four sessions
+    thread.join(20)
+    assert not thread.is_alive() and time.monotonic() - started < 20  # woken by the pass, not by its wait
+    new = list(AgentSession.objects.filter(run_items__run=run).exclude(pk__in=first).values_list("pk", flat=True))
+    assert len(new) == 4 and len(handed) == 1 and handed[0] in new
+    # Three went out as messages; the handed one did not, and is stored unpublished (the sweep's if it is lost).
+    assert sorted(run_of.published[16:]) == sorted(set(new) - set(handed))
+    assert AgentSession.objects.get(pk=handed[0]).queued_at is None
+    assert handover._waiting == {}

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent.models import AgentSession, DatabaseGrant, LLMEndpoint
-from agent.services import sessions
+from agent.services import handover, sessions
 from annotations.runs import services
 from annotations.runs.models import Run
 from tests.conftest import group_of_testers
@@ -124,24 +124,37 @@ def _launched_at_16(dataset, replay_llm, name: str):
 
 
 def test_a_finished_session_waits_for_a_batch_of_free_slots_and_the_run_still_ends_without_a_poll(
-        make_dataset, replay_llm):
-    # At concurrency 16 a finished session's pass runs once 2 slots are free (services.DISPATCH_BATCH_SHARE).
-    run, first = _launched_at_16(make_dataset(18), replay_llm, "batch")
+        make_dataset, replay_llm, monkeypatch):
+    # At concurrency 16 a finished session's pass runs once 4 slots are free (services.DISPATCH_BATCH_SHARE):
+    # the first to finish waits a moment, three more end meanwhile and the last one's pass fills all four.
+    assert services.DISPATCH_BATCH_MAX == 4 and 16 // services.DISPATCH_BATCH_SHARE == 4
+    run, first = _launched_at_16(make_dataset(24), replay_llm, "batch")
+    waits = []
+
+    def others_finish(run_id, seconds):
+        waits.append((run_id, seconds))
+        assert AgentSession.objects.count() == 16  # nothing started yet for the lone free slot
+        for pk in first[1:4]:
+            _finish(pk)
+        services.run_session_finished(session_id=first[3])  # as its own thread would, during the wait
+        return False  # no session handed to this thread (it has no session task's offer here)
+
+    monkeypatch.setattr(handover, "wait_for_pass", others_finish)
     _finish(first[0])
     services.run_session_finished(session_id=first[0])
-    assert AgentSession.objects.count() == 16 and run.items.filter(predicted_sql="SELECT 1").count() == 0
-    _finish(first[1])
-    services.run_session_finished(session_id=first[1])
-    assert AgentSession.objects.count() == 18 and run.items.filter(predicted_sql="SELECT 1").count() == 2
+    assert waits == [(run.pk, services.DISPATCH_BATCH_WAIT_S)]  # the fourth, with a batch, did not wait
+    assert AgentSession.objects.count() == 20 and run.items.filter(predicted_sql="SELECT 1").count() == 4
+    monkeypatch.setattr(handover, "wait_for_pass", lambda run_id, seconds: False)
     assert _in_flight(run) == 16
     # The rest finish one by one, with no poll: the last one's pass collects everything and queues the scoring.
-    for pk in queued():
-        _finish(pk)
-        services.run_session_finished(session_id=pk)
-        assert _in_flight(run) <= 16
+    while queued():
+        for pk in queued():
+            _finish(pk)
+            services.run_session_finished(session_id=pk)
+            assert _in_flight(run) <= 16
     run.refresh_from_db()
     assert run.status == Run.Status.EVALUATING
-    assert run.items.filter(predicted_sql="SELECT 1").count() == 18
+    assert run.items.filter(predicted_sql="SELECT 1").count() == 24
 
 
 postgres_only = pytest.mark.skipif(connection.vendor != "postgresql",
@@ -204,6 +217,9 @@ def test_a_session_that_finishes_during_another_pass_skips_its_own_and_that_pass
 @pytest.mark.parametrize("started_here", [True, False], ids=["started-by-this-process", "started-elsewhere"])
 def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_leaves_without_a_pass(
         make_dataset, replay_llm, monkeypatch, started_here):
+    # Started here, it first waits for that pass to hand its thread a session (none here: no session task).
+    waits = []
+    monkeypatch.setattr(handover, "wait_for_pass", lambda run_id, seconds: waits.append(run_id) or False)
     dataset = make_dataset(6)
     replay_llm(replay_script(1))
     run = services.run_create_agent(dataset=dataset, name="sibling", max_concurrency=2, zero_shot=True)
@@ -226,10 +242,9 @@ def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_le
     monkeypatch.setattr(services, "_start_sessions", during_the_pass)
     _finish(s0)
     services.run_dispatch(run=run)
-    if started_here:  # it knew its run: no statement at all
-        assert finisher_queries == []
-    else:  # it only counted its run's finished sessions: no transaction, no lock, no pass
-        assert len(finisher_queries) == 1 and "FOR UPDATE" not in finisher_queries[0]
+    # It only counted its run's finished sessions: no transaction, no lock, no pass.
+    assert len(finisher_queries) == 1 and "FOR UPDATE" not in finisher_queries[0]
+    assert waits == ([run.pk] if started_here else [])
     # The holder looked again after its pass: s1 is collected and its slot filled.
     assert run.items.get(session_id=s1).predicted_sql == "SELECT 1"
     assert AgentSession.objects.count() == 4 and _in_flight(run) == 2
@@ -437,6 +452,19 @@ def test_a_pass_reads_the_endpoint_record_with_the_runs_lock_as_the_orm_reads_it
     assert set(record) == {None}  # no record of that name: a copy of the snapshot
     copy = sessions.endpoint_from_snapshot(run.config["llm"], record=record)
     assert copy.pk is None and (copy.name, copy.model, copy.timeout_s) == ("priced", "replay-model", 12.5)
+
+
+def test_a_lone_free_slot_is_filled_after_a_bounded_wait_when_no_second_session_ends(
+        make_dataset, replay_llm, monkeypatch):
+    # The last session of a wave of an LLM-bound run: the next to end may be a whole session away.
+    run, first = _launched_at_16(make_dataset(20), replay_llm, "lone")
+    waits = []
+    monkeypatch.setattr(handover, "wait_for_pass", lambda run_id, seconds: waits.append(seconds) or False)
+    _finish(first[0])
+    services.run_session_finished(session_id=first[0])
+    assert waits == [services.DISPATCH_BATCH_WAIT_S] and services.DISPATCH_BATCH_WAIT_S <= 0.1
+    assert AgentSession.objects.count() == 17 and _in_flight(run) == 16
+    assert run.items.get(session_id=first[0]).predicted_sql == "SELECT 1"
 
 
 def test_the_last_question_starts_as_soon_as_one_slot_is_free_not_when_a_batch_is(make_dataset, replay_llm):
