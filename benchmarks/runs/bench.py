@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -109,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="threads per worker process for step 3 (default: its concurrency / --slow-workers)")
     parser.add_argument("--embedded", action="store_true", help="SQLite app database and broker")
     parser.add_argument("--stages", default="123", help="which steps to run (3 alone needs no baseline)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the run's folder (datasets, worker logs, samples); it is kept anyway on failure")
     parser.add_argument("--trace", action="store_true",
                         help="mark each session's steps in step 3's workers and print wall and CPU per segment")
     args = parser.parse_args(argv)
@@ -234,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
                 from benchmarks.runs.trace import summary
 
                 print("\n".join(summary(traces)))
+    except BaseException:
+        print(f"bench-runs: its files (worker logs, samples) are kept in {var}", file=sys.stderr)
+        raise
+    else:
+        if not args.keep:
+            shutil.rmtree(var, ignore_errors=True)
     finally:
         if redis is not None:
             redis.close()

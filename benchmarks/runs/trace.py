@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-SESSION_TASK = "agent.tasks.run_session"
 Mark = tuple[float, str, Any, float]  # wall time, mark, session id, thread CPU time
 
 
@@ -30,6 +29,7 @@ def install(path: Path) -> None:
 
     from agent.llm import client, gate
     from agent.services import sessions
+    from agent.services.leases import RUN_SESSION_TASK as SESSION_TASK
 
     marks: list[Mark] = []  # list.append is atomic: no lock on the hot path
     local = threading.local()
