@@ -544,7 +544,8 @@ def run_dispatch(*, run: Run) -> bool:
     and writes in bulk. The run's row is locked for the pass, so two dispatchers of one run (a poll and a
     finished session, in any workers) never start more than the concurrency.
     """
-    return _dispatch(run.pk, wait=True)
+    more = _dispatch(run.pk, wait=True)
+    return True if more is None else more
 
 
 # A finished session fills its slot only once this share of the slots its run holds is free, and at most
@@ -558,6 +559,9 @@ DISPATCH_BATCH_MAX = 4
 # fell from 91-93 % to 81-82 % of its ideal in about one run in three (2026-11-25), and probably why batches
 # of 8 had given 67 % there. Bounded, batches of 4 halved step 2's passes (578 -> 345) and cost step 3 nothing.
 DISPATCH_BATCH_WAIT_S = 0.05
+# How many times a finished session's thread tries to fill its slot when another pass holds the run (then the
+# run's poll is the safety net).
+DISPATCH_SKIPPED_TRIES = 4
 
 
 # Runs that a thread of this process is passing over (run id -> such threads). A finished session whose run
@@ -574,8 +578,9 @@ _started_runs: dict[int, int] = {}
 _STARTED_RUNS_MAX = 100_000
 
 
-def _dispatch(run_id: int, *, wait: bool) -> bool:
-    """Passes over the run until no finished session is left behind by a pass that skipped its own.
+def _dispatch(run_id: int, *, wait: bool) -> bool | None:
+    """Passes over the run until no finished session is left behind by a pass that skipped its own: whether
+    work is still in flight, or None when a pass was skipped for another thread or worker holding the run.
 
     ``wait=False`` (a finished session): when another thread or worker holds the run for a pass, return at
     once instead of queueing up behind it. The holder looks again once it has let go of the run (in this
@@ -586,7 +591,7 @@ def _dispatch(run_id: int, *, wait: bool) -> bool:
     while True:
         with _passing_lock:
             if not wait and _passing.get(run_id):
-                return True  # a sibling thread holds the run; it looks again after its pass
+                return None  # a sibling thread holds the run; it looks again after its pass
             _passing[run_id] = _passing.get(run_id, 0) + 1
         try:
             more = _dispatch_pass(run_id, skip_locked=not wait)
@@ -597,7 +602,7 @@ def _dispatch(run_id: int, *, wait: bool) -> bool:
                 else:
                     _passing[run_id] -= 1
         if more is None:
-            return True  # another process holds the run; it looks again after its pass
+            return None  # another process holds the run; it looks again after its pass
         if not more or _needs_pass(run_id=run_id) is None:
             return more
         wait = False
@@ -917,7 +922,14 @@ def _fill_slot(slots: tuple[int, bool] | None, *, waited: bool) -> None:
         if slots is None:
             return
     with handover.filling_slot():  # this thread may run one of the sessions the pass starts
-        _dispatch(run_id, wait=False)
+        for _ in range(DISPATCH_SKIPPED_TRIES):
+            if _dispatch(run_id, wait=False) is not None:
+                return
+            # Another thread or worker was passing over the run. Its pass may not have counted this slot, and
+            # its look afterwards leaves a slot short of a batch: wait for it to hand this thread a session,
+            # else fill the slot (bench-runs step 3: a wave's last slot was otherwise left for the next wave).
+            if handover.wait_for_pass(run_id, DISPATCH_BATCH_WAIT_S) or _free_slots(run_id=run_id) is None:
+                return
 
 
 def runs_revive_dispatch(*, idle_s: float = 30) -> list[int]:
