@@ -121,9 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     from tests.support.replay_server import ReplayServerProcess
     from tests.support.run_dataset import replay_script
 
-    var = Path(tempfile.mkdtemp(prefix="t2s-bench-runs-"))
+    # The app's var/ and, beside it (a database inside var/ is refused as a target), the generated datasets.
+    root = Path(tempfile.mkdtemp(prefix="t2s-bench-runs-"))
+    var = root / "var"
+    var.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "T2S_INDEX_DIR")}
-    env.update(T2S_VAR_DIR=str(var), LOG_LEVEL="WARNING")
+    env.update(T2S_VAR_DIR=str(var), T2S_BENCH_DATA=str(root / "datasets"), LOG_LEVEL="WARNING")
     pg = redis = None
     if not args.embedded:
         pg, redis = PrivatePostgres().start(), PrivateRedis().start()
@@ -238,11 +241,11 @@ def main(argv: list[str] | None = None) -> int:
 
                 print("\n".join(summary(traces)))
     except BaseException:
-        print(f"bench-runs: its files (worker logs, samples) are kept in {var}", file=sys.stderr)
+        print(f"bench-runs: its files (worker logs, samples, datasets) are kept in {root}", file=sys.stderr)
         raise
     else:
         if not args.keep:
-            shutil.rmtree(var, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
     finally:
         if redis is not None:
             redis.close()

@@ -71,8 +71,8 @@ def main(argv: list[str]) -> int:
     if command == "migrate":
         call_command("migrate", verbosity=0)
     elif command == "dataset":
-        # Beside the bench's other files (T2S_VAR_DIR, its own folder), removed with them.
-        path = write_dataset(Path(os.environ["T2S_VAR_DIR"]) / "datasets" / argv[2], int(argv[1]))
+        # In the bench's own folder (T2S_BENCH_DATA), removed with its other files.
+        path = write_dataset(Path(os.environ["T2S_BENCH_DATA"]) / argv[2], int(argv[1]))
         services.dataset_import(kind="jsonl", path=path, name=argv[2], build_indexes=True)
     elif command == "endpoint":
         LLMEndpoint.objects.update_or_create(name="replay", defaults={
