@@ -75,8 +75,11 @@ def wait_for_pass(key: int, timeout: float) -> bool:
     """Wait at most ``timeout`` for a pass over run ``key`` in this process to hand this thread a session;
     whether it did (the thread runs it once its session task's current session returns).
 
-    A thread without an open offer (an eager task, handover off, its limit reached) just waits."""
+    A thread that already has a session to run next does not wait; one without an open offer (an eager task,
+    handover off, its limit reached) just waits."""
     offer: _Offer | None = getattr(_local, "offer", None)
+    if offer is not None and offer.taken:
+        return True
     if offer is None or not offer.available():
         time.sleep(timeout)
         return False

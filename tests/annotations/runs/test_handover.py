@@ -195,3 +195,17 @@ def test_a_thread_waiting_for_a_batch_is_handed_a_session_by_the_pass_that_fills
     assert sorted(run_of.published[16:]) == sorted(set(new) - set(handed))
     assert AgentSession.objects.get(pk=handed[0]).queued_at is None
     assert handover._waiting == {}
+
+
+def test_a_thread_already_handed_a_session_does_not_wait_for_another_pass():
+    import time
+
+    # E.g. its own pass handed it one, then its next pass was skipped for another worker holding the run.
+    handover._local.offer = handover._Offer(remaining=3, until=None, stopping=lambda: False)
+    handover._local.offer.taken.append(7)
+    try:
+        started = time.monotonic()
+        assert handover.wait_for_pass(1, 30) is True
+        assert time.monotonic() - started < 1 and handover._waiting == {}
+    finally:
+        handover._local.offer = None
