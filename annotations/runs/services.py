@@ -922,13 +922,15 @@ def _fill_slot(slots: tuple[int, bool] | None, *, waited: bool) -> None:
         if slots is None:
             return
     with handover.filling_slot():  # this thread may run one of the sessions the pass starts
-        for _ in range(DISPATCH_SKIPPED_TRIES):
+        for tries_left in range(DISPATCH_SKIPPED_TRIES - 1, -1, -1):
             if _dispatch(run_id, wait=False) is not None:
                 return
             # Another thread or worker was passing over the run. Its pass may not have counted this slot, and
             # its look afterwards leaves a slot short of a batch: wait for it to hand this thread a session,
             # else fill the slot (bench-runs step 3: a wave's last slot was otherwise left for the next wave).
-            if handover.wait_for_pass(run_id, DISPATCH_BATCH_WAIT_S) or _free_slots(run_id=run_id) is None:
+            # No count after the last wait: nothing would act on it.
+            if (handover.wait_for_pass(run_id, DISPATCH_BATCH_WAIT_S) or not tries_left
+                    or _free_slots(run_id=run_id) is None):
                 return
 
 
