@@ -40,6 +40,7 @@ def main() -> None:
 
     django.setup()
     from annotations.runs import services
+    from annotations.runs.services import dispatch
 
     lock = threading.Lock()
     dispatch_cpu = [0.0, 0, 0, 0]  # CPU seconds, calls, passes, passes skipped (the run's row locked by another process)
@@ -65,7 +66,7 @@ def main() -> None:
 
     services.run_dispatch = timed(services.run_dispatch)
     services.run_session_finished = timed(services.run_session_finished)
-    services._dispatch_pass = counted(services._dispatch_pass)
+    dispatch._dispatch_pass = counted(dispatch._dispatch_pass)
     from agent.services import sessions
 
     # The app registered the unwrapped function at start-up; the same key replaces it.

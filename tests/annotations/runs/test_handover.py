@@ -9,6 +9,7 @@ from agent.models import AgentSession, DatabaseGrant, LLMEndpoint
 from agent.services import handover, leases, sessions
 from annotations.runs import services
 from annotations.runs.models import Run
+from annotations.runs.services import dispatch
 from tests.conftest import group_of_testers
 from tests.support.run_dataset import replay_script, write_dataset
 
@@ -159,7 +160,7 @@ def test_a_thread_waiting_for_a_batch_is_handed_a_session_by_the_pass_that_fills
 
     # Concurrency 16: a pass waits for 4 free slots. The first to finish waits on the run (long enough here for
     # the test to finish three more); the fourth's pass starts four sessions and hands one to the waiting thread.
-    monkeypatch.setattr(services, "DISPATCH_BATCH_WAIT_S", 30)
+    monkeypatch.setattr(dispatch, "DISPATCH_BATCH_WAIT_S", 30)
     run = run_of(24, concurrency=16)
     first = list(run_of.published)
     handed: list[int] = []

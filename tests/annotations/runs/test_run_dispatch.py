@@ -14,6 +14,7 @@ from agent.models import AgentSession, DatabaseGrant, LLMEndpoint
 from agent.services import handover, sessions
 from annotations.runs import services
 from annotations.runs.models import Run
+from annotations.runs.services import dispatch
 from tests.conftest import group_of_testers
 from tests.support.run_dataset import replay_script, write_dataset
 
@@ -125,9 +126,9 @@ def _launched_at_16(dataset, replay_llm, name: str):
 
 def test_a_finished_session_waits_for_a_batch_of_free_slots_and_the_run_still_ends_without_a_poll(
         make_dataset, replay_llm, monkeypatch):
-    # At concurrency 16 a finished session's pass runs once 4 slots are free (services.DISPATCH_BATCH_SHARE):
+    # At concurrency 16 a finished session's pass runs once 4 slots are free (dispatch.DISPATCH_BATCH_SHARE):
     # the first to finish waits a moment, three more end meanwhile and the last one's pass fills all four.
-    assert services.DISPATCH_BATCH_MAX == 4 and 16 // services.DISPATCH_BATCH_SHARE == 4
+    assert dispatch.DISPATCH_BATCH_MAX == 4 and 16 // dispatch.DISPATCH_BATCH_SHARE == 4
     run, first = _launched_at_16(make_dataset(24), replay_llm, "batch")
     waits = []
 
@@ -142,7 +143,7 @@ def test_a_finished_session_waits_for_a_batch_of_free_slots_and_the_run_still_en
     monkeypatch.setattr(handover, "wait_for_pass", others_finish)
     _finish(first[0])
     services.run_session_finished(session_id=first[0])
-    assert waits == [(run.pk, services.DISPATCH_BATCH_WAIT_S)]  # the fourth, with a batch, did not wait
+    assert waits == [(run.pk, dispatch.DISPATCH_BATCH_WAIT_S)]  # the fourth, with a batch, did not wait
     assert AgentSession.objects.count() == 20 and run.items.filter(predicted_sql="SELECT 1").count() == 4
     monkeypatch.setattr(handover, "wait_for_pass", lambda run_id, seconds: False)
     assert _in_flight(run) == 16
@@ -173,7 +174,7 @@ def test_a_session_that_finishes_during_another_pass_skips_its_own_and_that_pass
     services.run_dispatch(run=run)
     s0, s1 = queued()
     entered, release = threading.Event(), threading.Event()
-    original = services._start_sessions
+    original = dispatch._start_sessions
     calls = []
 
     def paused(run_, items, *args):
@@ -183,7 +184,7 @@ def test_a_session_that_finishes_during_another_pass_skips_its_own_and_that_pass
             assert release.wait(30)
         return original(run_, items, *args)
 
-    monkeypatch.setattr(services, "_start_sessions", paused)
+    monkeypatch.setattr(dispatch, "_start_sessions", paused)
     _finish(s0)
 
     def holder():
@@ -198,14 +199,14 @@ def test_a_session_that_finishes_during_another_pass_skips_its_own_and_that_pass
     _finish(s1)
     done = threading.Event()
     # The finished session as in another worker process: it does not see this process's passes, only the row lock.
-    monkeypatch.setattr(services, "_passing", {})
+    monkeypatch.setattr(dispatch, "_passing", {})
     threading.Thread(target=lambda: (services.run_session_finished(session_id=s1), connection.close(),
                                      done.set())).start()
     # The finished session does not queue up behind the holder's lock: it returns, having done nothing.
     assert done.wait(10)
     assert not run.items.filter(session_id=s1).exclude(predicted_sql="").exists()
     monkeypatch.undo()  # the holder's own process again
-    monkeypatch.setattr(services, "_start_sessions", paused)
+    monkeypatch.setattr(dispatch, "_start_sessions", paused)
     release.set()
     thread.join(30)
     # The holder looked again after its commit: s1 is collected and its slot filled.
@@ -225,7 +226,7 @@ def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_le
     run = services.run_create_agent(dataset=dataset, name="sibling", max_concurrency=2, zero_shot=True)
     services.run_dispatch(run=run)
     s0, s1 = queued()
-    original = services._start_sessions
+    original = dispatch._start_sessions
     calls, finisher_queries = [], []
 
     def during_the_pass(run_, items, *args):
@@ -233,19 +234,19 @@ def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_le
         if len(calls) == 1:  # s1 ends while this pass holds the run (a sibling thread would, at this moment)
             _finish(s1)
             if not started_here:  # another worker process started it (or this one restarted since)
-                services._started_runs.pop(s1, None)
+                dispatch._started_runs.pop(s1, None)
             with CaptureQueriesContext(connection) as ctx:
                 services.run_session_finished(session_id=s1)
             finisher_queries.extend(q["sql"] for q in ctx.captured_queries)
         return original(run_, items, *args)
 
-    monkeypatch.setattr(services, "_start_sessions", during_the_pass)
+    monkeypatch.setattr(dispatch, "_start_sessions", during_the_pass)
     _finish(s0)
     services.run_dispatch(run=run)
     # It only counted its run's finished sessions, waiting between counts for the holder to hand its thread a
     # session (here the holder is paused, so it gave up after DISPATCH_SKIPPED_TRIES, with no count after the
     # last wait): no transaction, no lock, no pass.
-    tries = services.DISPATCH_SKIPPED_TRIES
+    tries = dispatch.DISPATCH_SKIPPED_TRIES
     assert len(finisher_queries) == tries and all("FOR UPDATE" not in sql for sql in finisher_queries)
     assert all(sql.startswith("WITH r AS") for sql in finisher_queries)
     assert waits == [run.pk] * (tries + 1 if started_here else tries)
@@ -253,7 +254,7 @@ def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_le
     assert run.items.get(session_id=s1).predicted_sql == "SELECT 1"
     assert AgentSession.objects.count() == 4 and _in_flight(run) == 2
     assert calls == [1, 1]
-    assert services._passing == {}
+    assert dispatch._passing == {}
 
 
 @postgres_only
@@ -445,14 +446,14 @@ def test_a_pass_reads_the_endpoint_record_with_the_runs_lock_as_the_orm_reads_it
                                        allowed_models=["m2"])
     run = services.run_create_agent(dataset=dataset, name="endpoint", zero_shot=True)
     with transaction.atomic():
-        _, _, record = services._locked_run(run.pk, skip_locked=False)
+        _, _, record = dispatch._locked_run(run.pk, skip_locked=False)
     read, orm = sessions.endpoint_from_snapshot(run.config["llm"], record=record), LLMEndpoint.objects.get(pk=saved.pk)
     for field in LLMEndpoint._meta.concrete_fields:  # each column as the ORM reads it, types included
         assert getattr(read, field.attname) == getattr(orm, field.attname), field.name
         assert type(getattr(read, field.attname)) is type(getattr(orm, field.attname)), field.name
     saved.delete()
     with transaction.atomic():
-        _, _, record = services._locked_run(run.pk, skip_locked=False)
+        _, _, record = dispatch._locked_run(run.pk, skip_locked=False)
     assert set(record) == {None}  # no record of that name: a copy of the snapshot
     copy = sessions.endpoint_from_snapshot(run.config["llm"], record=record)
     assert copy.pk is None and (copy.name, copy.model, copy.timeout_s) == ("priced", "replay-model", 12.5)
@@ -466,7 +467,7 @@ def test_a_lone_free_slot_is_filled_after_a_bounded_wait_when_no_second_session_
     monkeypatch.setattr(handover, "wait_for_pass", lambda run_id, seconds: waits.append(seconds) or False)
     _finish(first[0])
     services.run_session_finished(session_id=first[0])
-    assert waits == [services.DISPATCH_BATCH_WAIT_S] and services.DISPATCH_BATCH_WAIT_S <= 0.1
+    assert waits == [dispatch.DISPATCH_BATCH_WAIT_S] and dispatch.DISPATCH_BATCH_WAIT_S <= 0.1
     assert AgentSession.objects.count() == 17 and _in_flight(run) == 16
     assert run.items.get(session_id=first[0]).predicted_sql == "SELECT 1"
 
