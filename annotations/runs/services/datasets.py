@@ -33,7 +33,7 @@ from annotations.runs.patches import patches_for
 
 logger = logging.getLogger(__name__)
 
-def _iter_generic(path: Path) -> Iterator[GoldItem]:
+def iter_generic(path: Path) -> Iterator[GoldItem]:
     """JSONL or CSV with question, gold SQL (``sql``/``query``/``gold_sql``/``SQL``), database, optional evidence.
 
     Read as a stream (one line or CSV record at a time), so a file of any size takes constant memory;
@@ -83,7 +83,7 @@ def _layout(kind: str, path: Path) -> tuple[Callable[[], Iterable[GoldItem]], Pa
         folder = next((dev.parent / d for d in ("dev_databases", "databases", "database")
                        if (dev.parent / d).is_dir()), None)
         return lambda: iter_bird_dev(dev), folder
-    return lambda: _iter_generic(path), (path.parent / "database") if (path.parent / "database").is_dir() else None
+    return lambda: iter_generic(path), (path.parent / "database") if (path.parent / "database").is_dir() else None
 
 
 def _descriptions(db_folder: Path) -> dict[tuple[str, str], str]:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from annotations.evaluation.formats import parse_bird_predictions, parse_spider_predictions
 from annotations.runs import services
+from annotations.runs.services.datasets import iter_generic
 
 FUZZ = settings(max_examples=120, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
 
@@ -70,7 +71,7 @@ def test_generic_dataset_files_are_questions_or_a_validation_error(tmp_path_fact
             for r in records:
                 writer.writerow([r.get(k) if isinstance(r, dict) else r for k in ("question", "sql", "db_id")])
     try:
-        items = list(services._iter_generic(path))
+        items = list(iter_generic(path))
     except ValidationError as exc:
         assert exc.messages and path.name in exc.messages[0]
         return

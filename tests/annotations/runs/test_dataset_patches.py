@@ -9,6 +9,7 @@ from django.core.management import call_command
 from agent.models import Database
 from agent.services import toolbox_for
 from annotations.runs import services
+from annotations.runs.models import Dataset
 from tests.conftest import SPIDER_DIR
 
 pytestmark = [pytest.mark.django_db, pytest.mark.shared_data]
@@ -56,7 +57,7 @@ def test_the_flight_2_patch_lets_find_shortest_path_join_airlines_and_flights(fl
     schema = database.schema_info()
     assert any(f.ref_table == "airlines" for f in schema.table("flights").foreign_keys)
     # visible: on the dataset and on the database page
-    dataset = services.Dataset.objects.get(name="f2")
+    dataset = Dataset.objects.get(name="f2")
     assert dataset.patches == ["flight_2"]
     page = staff_client.get(f"/databases/{database.name}/").content.decode()
     assert 'id="fk-patches"' in page and "flights(Airline) → airlines(uid)" in page
