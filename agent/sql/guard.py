@@ -88,6 +88,13 @@ _WITHOUT = {exp.Parameter: "parameters ($1, ?, :name, @name)", exp.Placeholder: 
             exp.Lock: "FOR UPDATE / FOR SHARE", exp.TableSample: "TABLESAMPLE", exp.Kwarg: "named arguments (=>)",
             exp.PropertyEQ: "named arguments (:=)"}
 _NAME_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
+# Keywords that take a parenthesis without being calls (``IN (``, ``OVER (``, ``AS (`` of a CTE...).
+_SYNTAX_BEFORE_PAREN = frozenset(getattr(TokenType, name) for name in """
+ALIAS ALL AND ANY ARRAY BETWEEN CASE CUBE DISTINCT ELSE EXCEPT EXISTS FILTER FROM GROUPING_SETS GROUP_BY HAVING
+ILIKE IN INTERSECT IS JOIN LATERAL LIKE LIMIT NOT OFFSET ON OR ORDER_BY OVER PARTITION_BY ROLLUP ROW SELECT
+SIMILAR_TO SOME THEN UNION USING VALUES WHEN WHERE WITH
+""".split() if hasattr(TokenType, name))
+_WORD = re.compile(r"[A-Za-z_]")
 _LEADING_READ = re.compile(r"^\s*(\(\s*)*(select|with|values)\b", re.IGNORECASE)
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -222,10 +229,12 @@ def _check(text: str, dialect: str) -> str:
 
 def _check_words_before_parentheses(tokens: list[Token], calls: set[int], aliases: set[int],
                                     allowed: frozenset[str], dialect: str) -> None:
-    """Every name written before ``(`` is a call the tree checked or an alias's column list; a keyword before
-    ``(`` that sqlglot parses with a grammar of its own (``CAST``, ``EXTRACT``, ``XMLELEMENT``...) must be an
-    allowed name. What is left (``IN (``, ``OVER (``, ``numeric(10, 2)``) is syntax the tree's checks cover."""
-    parsers = Dialect.get_or_raise(dialect).parser_class.FUNCTION_PARSERS
+    """Every word written before ``(`` is a call the tree checked, an alias's column list, a type's parameters
+    (``numeric(10, 2)``) or a keyword that takes a parenthesis (``IN (``, ``OVER (``); a keyword that sqlglot
+    parses with a grammar of its own (``CAST``, ``EXTRACT``, ``XMLELEMENT``...) must be an allowed name.
+    Any other word is a call the parser read as something else: refused."""
+    parser = Dialect.get_or_raise(dialect).parser_class
+    parsers, types = parser.FUNCTION_PARSERS, parser.TYPE_TOKENS - {TokenType.INTERVAL}
     for i, (token, nxt) in enumerate(pairwise(tokens)):
         if nxt.token_type != TokenType.L_PAREN or token.start in calls or token.start in aliases:
             continue
@@ -235,5 +244,6 @@ def _check_words_before_parentheses(tokens: list[Token], calls: set[int], aliase
         if token.text.upper() in parsers and token.token_type != TokenType.IDENTIFIER:
             if name not in allowed:
                 raise _refuse(name)
-        elif token.token_type in _NAME_TOKENS:
+        elif token.token_type in _NAME_TOKENS or (_WORD.match(token.text) and token.token_type not in types
+                                                   and token.token_type not in _SYNTAX_BEFORE_PAREN):
             raise _unchecked(f"{token.text}(...) as written (the parser did not read it as a function call)")
