@@ -18,6 +18,7 @@ used to probe the server's file system. A command (run by someone on the server)
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
@@ -89,9 +90,9 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _app_identities() -> set[tuple[int, int]]:
+def _app_identities(app_files: list[Path]) -> set[tuple[int, int]]:
     """(device, inode) of every app file: the named ones and everything in the app's folders but data dirs."""
-    found = {i for i in map(_identity, _app_files()) if i is not None}
+    found = {i for i in map(_identity, app_files) if i is not None}
     skip = data_dirs()
     for folder in _app_folders():
         for root, dirs, names in os.walk(folder):
@@ -101,18 +102,19 @@ def _app_identities() -> set[tuple[int, int]]:
     return found
 
 
-def _is_app_file(path: Path) -> bool:
+def _is_app_file(path: Path, app_files: list[Path]) -> bool:
     """The file is one of the app's own under another name: the same inode (a hard link)."""
     try:
         st = os.stat(path)
     except OSError:
         return False
-    if (st.st_dev, st.st_ino) in {i for i in map(_identity, _app_files()) if i is not None}:
+    if (st.st_dev, st.st_ino) in {i for i in map(_identity, app_files) if i is not None}:
         return True
     # Only a file with another link can be an app file elsewhere: the folder walk is skipped for the rest.
-    return st.st_nlink > 1 and (st.st_dev, st.st_ino) in _app_identities()
+    return st.st_nlink > 1 and (st.st_dev, st.st_ino) in _app_identities(app_files)
 
 
+@functools.cache
 def project_apps() -> frozenset[str]:
     """The labels of this project's Django apps (those whose code lives in the project tree)."""
     base = _real(settings.BASE_DIR)
@@ -155,7 +157,8 @@ def _copy_reason(path: Path) -> str | None:
 
 def forbidden_reason(path: Path) -> str | None:
     """Why this (resolved) path is never a target, or None."""
-    if path in _app_files() or _is_app_file(path):
+    app_files = _app_files()
+    if path in app_files or _is_app_file(path, app_files):
         return "it is the app's own data (database, broker or keys)"
     if path == _demo():
         return None

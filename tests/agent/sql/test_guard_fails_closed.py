@@ -152,13 +152,6 @@ def test_every_path_that_runs_sql_refuses_an_unchecked_statement(make_sqlite, tm
 # --- PostgreSQL: a correctly read-only role, the guard alone stops the finding ---------------------------
 
 
-@pytest.fixture
-def pg_target(pg_database):
-    with psycopg.connect(pg_database, autocommit=True) as conn:
-        conn.execute("CREATE TABLE t (x integer); INSERT INTO t VALUES (1), (2)")
-    return pg_database
-
-
 @pytest.mark.postgres
 def test_the_postgresql_finding_is_refused_on_a_read_only_role_and_changes_nothing(pg_target, pg_reader):
     reader = pg_reader()
