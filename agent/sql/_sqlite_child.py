@@ -19,6 +19,7 @@ progress handler and a watchdog thread calling ``interrupt()`` at the deadline.
 
 from __future__ import annotations
 
+import importlib.util
 import marshal
 import os
 import pathlib
@@ -44,7 +45,20 @@ _ALLOWED_ACTIONS = {
     getattr(sqlite3, "SQLITE_RECURSIVE", 33),
 }
 _INTROSPECTION_PRAGMAS = {"table_info", "table_xinfo", "foreign_key_list", "index_list", "index_info"}
-_DENIED_FUNCTIONS = {"load_extension", "writefile", "readfile", "edit", "fts3_tokenizer"}
+
+
+def _allowed_functions() -> frozenset[str]:
+    """The SQL guard's allowlist for SQLite (``functions.py`` beside this file, loaded by its path: this process
+    imports nothing of the app), so a call the parser missed still meets the same list in the engine."""
+    path = pathlib.Path(__file__).with_name("functions.py")
+    spec = importlib.util.spec_from_file_location("_t2s_sql_functions", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return frozenset(module.ALLOWED_FUNCTIONS["sqlite"])
+
+
+ALLOWED_FUNCTIONS = _allowed_functions()
 
 
 def row_size(row: tuple) -> int:
@@ -69,8 +83,8 @@ def _lenient_text(raw: bytes) -> str:
 
 
 def _authorize(action, arg1, arg2, db_name, trigger):
-    if action == sqlite3.SQLITE_FUNCTION:
-        return sqlite3.SQLITE_DENY if str(arg2).lower() in _DENIED_FUNCTIONS else sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_FUNCTION:  # every call the engine resolves, in the query and in the views it reads
+        return sqlite3.SQLITE_OK if str(arg2).lower() in ALLOWED_FUNCTIONS else sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_PRAGMA:
         return sqlite3.SQLITE_OK if str(arg1).lower() in _INTROSPECTION_PRAGMAS else sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK if action in _ALLOWED_ACTIONS else sqlite3.SQLITE_DENY
@@ -117,6 +131,13 @@ class Child:
         self.conns: dict[str, sqlite3.Connection] = {}
         self.deadline = float("inf")
         self.watchdog = watchdog or Watchdog()
+        self.denied_function: str | None = None  # the last call the authorizer refused, named in the answer
+
+    def _authorize(self, action, arg1, arg2, db_name, trigger):
+        verdict = _authorize(action, arg1, arg2, db_name, trigger)
+        if verdict == sqlite3.SQLITE_DENY and action == sqlite3.SQLITE_FUNCTION:
+            self.denied_function = str(arg2)
+        return verdict
 
     def close(self) -> None:
         for conn in self.conns.values():
@@ -139,7 +160,7 @@ class Child:
         conn.execute("PRAGMA cache_size = -4000")  # 4 MB of page cache at most
         conn.text_factory = _lenient_text
         conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, SQL_LENGTH_CAP)
-        conn.set_authorizer(_authorize)
+        conn.set_authorizer(self._authorize)
         conn.set_progress_handler(self._progress, _PROGRESS_STEPS)
         self.conns[path] = conn
         return conn
@@ -155,6 +176,7 @@ class Child:
                                                      req["count_cap"])
         started = time.monotonic()
         self.deadline = started + timeout_s
+        self.denied_function = None
         self.watchdog.arm(conn, self.deadline)
         rows: list[tuple] = []
         size = total = 0
@@ -188,9 +210,9 @@ class Child:
                     # Counting past the rows we keep ran out of time: keep what we have.
                     return _ok(columns, rows, total, False, truncated_bytes, started)
                 return {"ok": False, "kind": "timeout", "message": f"Query stopped after {timeout_s:g} s (time limit)."}
-            return _failure(exc, value_cap)
+            return _failure(exc, value_cap, self.denied_function)
         except sqlite3.DatabaseError as exc:
-            return _failure(exc, value_cap)
+            return _failure(exc, value_cap, self.denied_function)
         except sqlite3.Warning as exc:  # e.g. "You can only execute one statement at a time."
             return {"ok": False, "kind": "error", "message": str(exc)}
         except MemoryError:
@@ -217,9 +239,14 @@ def _ok(columns, rows, total, exact, truncated_bytes, started) -> dict:
             "truncated_bytes": truncated_bytes, "elapsed_ms": (time.monotonic() - started) * 1000}
 
 
-def _failure(exc: sqlite3.Error, value_cap: int) -> dict:
+def _failure(exc: sqlite3.Error, value_cap: int, denied_function: str | None = None) -> dict:
     message = str(exc)
     lowered = message.lower()
+    if denied_function is not None and "not authorized" in lowered:
+        return {"ok": False, "kind": "readonly",
+                "message": f"Refused: function {denied_function}() is not allowed (the engine's check): queries may "
+                           "call aggregates, string, number and date functions, casts, JSON accessors and window "
+                           "functions only."}
     if "too big" in lowered:
         return {"ok": False, "kind": "too_large",
                 "message": f"result too large (limit {human_bytes(value_cap)} per value or row for this query)"}

@@ -55,36 +55,40 @@ class PostgresConnector(Connector):
                  refuse: frozenset[tuple[str, int]] = frozenset(), check_role: bool = True) -> None:
         """``refuse``: server identities (``pg_roles.server_identity``) never to use, e.g. the app's own database.
 
-        ``check_role=False`` skips the role check: only tests of the READ ONLY layer on its own use it."""
+        The role is checked on every connection and again at the start of each query's transaction, so a role
+        altered after registration is refused at its next query. ``check_role=False`` skips both: only tests
+        of the READ ONLY layer on its own use it."""
         super().__init__(limits=limits)
         self.dsn = dsn
-        try:
-            self._conn = psycopg.connect(dsn, autocommit=False, connect_timeout=connect_timeout,
-                                         application_name="t2s-studio-target")
-        except psycopg.Error as exc:
-            raise ConnectionFailed(f"Cannot connect to PostgreSQL: {_first_line(exc)}") from exc
-        if check_role:
-            self._refuse_unless_read_only_role(refuse)
-        self._conn.read_only = True
+        self._refuse = refuse
+        self._check_role = check_role
         self._connect_timeout = connect_timeout
         self._abandoned = False
         self._names: dict[str, tuple[str, str]] = {}
         self._cursor_seq = 0
+        self._conn = self._connect()
 
-    def _refuse_unless_read_only_role(self, refuse: frozenset[tuple[str, int]]) -> None:
-        """Every new connection: a role that could write, read server files or is the app's database is refused."""
+    def _connect(self) -> psycopg.Connection:
+        """A new connection, its role checked (every connection and reconnection), read-only from then on."""
         try:
-            problems = pg_roles.role_problems(self._conn)
-            if refuse and pg_roles.server_identity(self._conn) in refuse:
-                problems.insert(0, "it is the app's own database")
-            self._conn.rollback()
+            conn = psycopg.connect(self.dsn, autocommit=False, connect_timeout=self._connect_timeout,
+                                   application_name="t2s-studio-target")
         except psycopg.Error as exc:
-            self._conn.close()
-            raise ConnectionFailed(f"Cannot check the PostgreSQL role: {_first_line(exc)}") from exc
-        if problems:
-            self._conn.close()
-            raise pg_roles.RoleRefused("Refused: connect as a role that can only read (python manage.py "
-                                       f"create_readonly_role): {'; '.join(problems)}.")
+            raise ConnectionFailed(f"Cannot connect to PostgreSQL: {_first_line(exc)}") from exc
+        if self._check_role:
+            try:
+                problems = pg_roles.role_problems(conn)
+                if self._refuse and pg_roles.server_identity(conn) in self._refuse:
+                    problems.insert(0, "it is the app's own database")
+                conn.rollback()
+            except psycopg.Error as exc:
+                conn.close()
+                raise ConnectionFailed(f"Cannot check the PostgreSQL role: {_first_line(exc)}") from exc
+            if problems:
+                conn.close()
+                raise _refused(problems)
+        conn.read_only = True
+        return conn
 
     @property
     def dialect(self) -> str:
@@ -95,7 +99,9 @@ class PostgresConnector(Connector):
         text = check_read_only(sql, self.dialect)
         return self._run(text, limits)
 
-    def _run(self, text: str, limits: Limits, params: Any = None) -> QueryResult:
+    def _run(self, text: str, limits: Limits, params: Any = None, *, trusted: bool = False) -> QueryResult:
+        """``trusted``: the app's own introspection SQL, which skips the per-query role check (the connection's
+        check still holds): it runs no one's query, and a large schema's statistics take thousands of them."""
         started = time.monotonic()
         deadline = started + limits.timeout_s
         rows: list[tuple[Any, ...]] = []
@@ -115,9 +121,16 @@ class PostgresConnector(Connector):
         try:
             with self._conn.cursor() as setup:
                 ms = max(1, int(limits.timeout_s * 1000))
-                setup.execute(pg_sql.SQL("SET LOCAL statement_timeout = {}").format(pg_sql.Literal(ms)))
-                setup.execute("SET LOCAL idle_in_transaction_session_timeout = 60000")
-                setup.execute(f"SET LOCAL {_BUDGET_SETTING} = 0")
+                # One round trip: the transaction's settings, then (unless off) the role check of this query.
+                check = self._check_role and not trusted
+                setup.execute(_setup_sql(ms, check_role=check))
+                if check:
+                    while setup.nextset():
+                        pass
+                    problems = pg_roles.problems_from(setup.fetchone())
+                    if problems:
+                        self._drop_connection()
+                        raise _refused(problems)
             # Declaring a cursor plans the query without running it: it gives the result's columns,
             # which the bounded form below names one by one.
             with self._conn.cursor(name=f"t2s_p{self._cursor_seq}") as probe:
@@ -189,17 +202,18 @@ class PostgresConnector(Connector):
             sock.close()
 
     def _reconnect(self) -> None:
+        """A new connection in place of an abandoned one, checked like the first (``_connect``)."""
+        self._drop_connection()
+        self._conn = self._connect()
+        self._abandoned = False
+
+    def _drop_connection(self) -> None:
+        """Close the connection; the next query opens (and checks) a new one."""
+        self._abandoned = True
         try:
             self._conn.close()
         except psycopg.Error:
             pass
-        try:
-            self._conn = psycopg.connect(self.dsn, autocommit=False, connect_timeout=self._connect_timeout,
-                                         application_name="t2s-studio-target")
-        except psycopg.Error as exc:
-            raise ConnectionFailed(f"Cannot connect to PostgreSQL: {_first_line(exc)}") from exc
-        self._conn.read_only = True
-        self._abandoned = False
 
     def _rollback(self) -> None:
         try:
@@ -209,7 +223,7 @@ class PostgresConnector(Connector):
 
     def _internal(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         return self._run(sql, Limits(timeout_s=60, max_rows=100_000, max_bytes=100_000_000, count_cap=0),
-                         params).rows
+                         params, trusted=True).rows
 
     # --- introspection ------------------------------------------------------
 
@@ -294,9 +308,23 @@ class PostgresConnector(Connector):
             pass
 
 
+def _refused(problems: list[str]) -> pg_roles.RoleRefused:
+    return pg_roles.RoleRefused("Refused: connect as a role that can only read (python manage.py "
+                                f"create_readonly_role): {'; '.join(problems)}.")
+
+
 _TEXT_TYPES = {25, 1043, 1042, 19}  # text, varchar, bpchar, name: octet_length is their size as sent
 _BYTEA = 17
 _BUDGET_SETTING = "t2s.sent_bytes"  # sent as hex text: two characters a byte
+# Sent without parameters (the time limit is a literal), several statements go in one message.
+_SETUP = pg_sql.SQL("SET LOCAL statement_timeout = {ms}; SET LOCAL idle_in_transaction_session_timeout = 60000; "
+                    f"SET LOCAL {_BUDGET_SETTING} = 0")
+
+
+def _setup_sql(ms: int, *, check_role: bool) -> pg_sql.Composed:
+    """The transaction's settings and (unless off) the role check, in one message."""
+    setup = _SETUP.format(ms=pg_sql.Literal(ms))
+    return setup + pg_sql.SQL("; ") + pg_roles.CHECK_SQL if check_role else setup
 
 
 def _size_of(name: str, type_oid: int) -> str:

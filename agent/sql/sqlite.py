@@ -8,7 +8,8 @@ deadline, so one query cannot raise this process by more than its result
 Writes are stopped by the engine, in layers: the file is opened with
 ``mode=ro``, ``PRAGMA query_only`` is on, and an authorizer denies every
 action that is not a read (writes, ATTACH/DETACH, PRAGMA other than a few
-introspection ones, ``load_extension``). A progress handler and a watchdog
+introspection ones) and every function call not on the guard's allowlist
+(``functions.py``: ``load_extension``, ``sqlite_*``...). A progress handler and a watchdog
 interrupt a query past its deadline; ``SQLITE_LIMIT_LENGTH`` caps every value.
 The sqlglot guard runs first, as an extra layer.
 """

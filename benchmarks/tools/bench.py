@@ -6,7 +6,9 @@ cells), it prints per tool the index build time and size, query latency
 p50/p95 through ToolBox.run (index loading excluded, reported apart) and peak
 memory (max RSS of a fresh process doing only that step), then compares
 SearchValue approaches: the shipped FTS5 index against a LIKE scan of the
-target, bm25s and rank-bm25 (value_baselines.py) on the same queries.
+target, bm25s and rank-bm25 (value_baselines.py) on the same queries. Last,
+what the per-query PostgreSQL role check adds to ExecuteSQL (pg_role_check.py;
+skipped when no PostgreSQL server answers).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from agent.sql import connect
 from agent.tools import ToolBox, build_indexes, read_manifest
 from agent.tools.text import fold, split_name
 
-from . import gen_db
+from . import gen_db, pg_role_check
 from .report import machine, stamp, table, write_section
 from .spider import DEFAULT_SPIDER, perturb_lower, perturb_partial, perturb_typo
 
@@ -256,6 +258,14 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_write:
         write_section("speed", text)
+    try:
+        role_check = pg_role_check.section()
+    except pg_role_check.Unavailable as exc:
+        print(f"PostgreSQL role check: skipped ({exc})")
+    else:
+        print(role_check)
+        if not args.no_write:
+            write_section("pg-role-check", role_check)
     return 0
 
 

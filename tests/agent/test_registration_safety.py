@@ -39,9 +39,16 @@ def embedded_app_files(settings):
     with sqlite3.connect(app_db) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS auth_user (id INTEGER PRIMARY KEY, password TEXT)")
         conn.execute("INSERT INTO auth_user (password) VALUES ('pbkdf2_sha256$secret-hash')")
+        conn.execute("CREATE TABLE IF NOT EXISTS django_migrations (id INTEGER PRIMARY KEY, app TEXT, name TEXT)")
+        conn.execute("INSERT INTO django_migrations (app, name) VALUES ('auth', '0001_initial'), "
+                     "('agent', '0001_initial'), ('annotations', '0001_initial')")
     conn.close()
     broker = var / "broker-under-test.sqlite"
-    shutil.copy(app_db, broker)
+    with sqlite3.connect(broker) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS kombu_queue (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("CREATE TABLE IF NOT EXISTS kombu_message (id INTEGER PRIMARY KEY, payload TEXT)")
+        conn.execute("INSERT INTO kombu_message (payload) VALUES ('{\"session\": 1}')")
+    conn.close()
     settings.DATABASES = {**settings.DATABASES, "embedded": {"ENGINE": "django.db.backends.sqlite3", "NAME": app_db}}
     settings.CELERY_BROKER_URL = f"sqla+sqlite:///{broker}"
     yield {"app": app_db, "broker": broker, "secret": var / "secret_key"}
@@ -158,3 +165,73 @@ def test_a_query_parameter_password_is_never_shown(client, django_user_model, gr
                 "/api/databases/pgq/"]:
         response = client.get(url)
         assert response.status_code == 200 and "s3cret-pw" not in response.content.decode(), url
+
+
+def _backup(source: Path, target: Path) -> None:
+    """A copy made with SQLite's backup API (page by page, a new file: not a hard link)."""
+    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+
+
+def test_hard_links_and_copies_of_the_apps_data_in_a_data_directory_are_refused(client, data_admin, upload_dir,
+                                                                              embedded_app_files):
+    """Issue #27, finding 5: a hard link to the broker file, or a backup-API copy of the app database, placed in
+    a data directory registered as ready. They are refused by identity (device and inode) and by content
+    (``django_migrations`` naming this project's apps, the broker's ``kombu_message``), with the one message."""
+    import os
+
+    innocent = upload_dir / "innocent.sqlite"
+    shutil.copy(DEMO_DB, innocent)
+    os.link(embedded_app_files["broker"], upload_dir / "broker-link.sqlite")
+    os.link(embedded_app_files["app"], upload_dir / "app-link.sqlite")
+    _backup(embedded_app_files["app"], upload_dir / "app-backup.sqlite")
+    _backup(embedded_app_files["broker"], upload_dir / "broker-backup.sqlite")
+    shutil.copy(embedded_app_files["app"], upload_dir / "app-copy.sqlite")
+    client.force_login(data_admin)
+    for name in ("broker-link", "app-link", "app-backup", "broker-backup", "app-copy"):
+        response = client.post("/api/databases/", {"name": name, "location": str(upload_dir / f"{name}.sqlite")},
+                               content_type="application/json")
+        assert response.status_code == 400 and response.json() == {"location": [REFUSED]}, name
+    assert not Database.objects.exists()
+    for name in ("broker-link", "app-backup"):  # server-side commands too
+        with pytest.raises(CommandError, match="app's own"):
+            call_command("register_database", name, str(upload_dir / f"{name}.sqlite"), "--no-introspect")
+    response = client.post("/api/databases/", {"name": "innocent", "location": str(innocent)},
+                           content_type="application/json")
+    assert response.status_code == 201, response.content
+
+
+def test_a_hard_link_to_a_file_under_var_or_the_indexes_is_refused_too(upload_dir, settings):
+    """Identity covers every file under var/ (keys, caches, tool indexes), not only the named ones."""
+    import os
+
+    from agent.services import locations
+
+    index = Path(settings.T2S["INDEX_DIR"]) / "db-1" / "values.sqlite"
+    index.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DEMO_DB, index)
+    os.link(index, upload_dir / "index-link.sqlite")
+    assert locations.is_forbidden(upload_dir / "index-link.sqlite")
+    shutil.copy(DEMO_DB, upload_dir / "own-copy.sqlite")  # an ordinary copy of a target is fine
+    assert not locations.is_forbidden(upload_dir / "own-copy.sqlite")
+
+
+def test_a_registered_file_replaced_by_a_link_or_copy_of_app_data_is_refused_at_connection(upload_dir,
+                                                                                           chinook_copy,
+                                                                                           embedded_app_files):
+    import os
+
+    from agent import services
+    from agent.sql import SQLError
+
+    database = services.database_register(name="shop", location=str(chinook_copy), refresh="none",
+                                          user=User(username="web"))
+    services.open_connector(database).close()
+    for replace in (lambda: os.link(embedded_app_files["app"], chinook_copy),
+                    lambda: _backup(embedded_app_files["app"], chinook_copy)):
+        chinook_copy.unlink()
+        replace()
+        with pytest.raises(SQLError, match="Refused"):
+            services.open_connector(database)

@@ -240,9 +240,15 @@ def _batched(items: Iterable[GoldItem], size: int) -> Iterator[list[GoldItem]]:
 
 
 def db_resolver_for(dataset: Dataset):
-    """db_id -> every .sqlite file of its folder (Spider test suites hold several)."""
+    """db_id -> every .sqlite file of its folder (Spider test suites hold several), but the app's own data."""
     locations = {q.db_id: q.database.location for q in
                  dataset.questions.select_related("database").filter(database__engine="sqlite")}
-    return lambda db_id: suite_files(Path(locations[db_id]).parent) if db_id in locations else ()
+
+    def resolve(db_id: str) -> tuple[Path, ...]:
+        if db_id not in locations:
+            return ()
+        return tuple(p for p in suite_files(Path(locations[db_id]).parent) if not agent_locations.is_forbidden(p))
+
+    return resolve
 
 

@@ -10,8 +10,8 @@ def test_an_accepted_statement_is_parsed_once_and_a_refused_one_every_time(monke
     from agent.sql import guard
 
     parses: list[str] = []
-    real = guard.sqlglot.parse
-    monkeypatch.setattr(guard.sqlglot, "parse", lambda text, read: parses.append(text) or real(text, read=read))
+    real = guard._parse
+    monkeypatch.setattr(guard, "_parse", lambda text, dialect: parses.append(text) or real(text, dialect))
     query = "SELECT 'parsed once' AS t FROM sqlite_master"
     assert check_read_only(query + ";", "sqlite") == check_read_only(query, "sqlite") == query
     assert parses.count(query) <= 1  # at most once (0 if an earlier test checked the same text)

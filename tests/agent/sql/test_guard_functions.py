@@ -70,19 +70,6 @@ def test_everything_else_is_refused_by_name(dialect, sql, name):
         check_read_only(sql, dialect)
 
 
-def test_a_query_sqlglot_cannot_parse_is_still_checked_for_calls():
-    with pytest.raises(QueryRejected, match="pg_read_file"):
-        check_read_only("SELECT pg_read_file('x') FROM t WHERE a OPERATOR(pg_catalog.=) 1", "postgres")
-    assert check_read_only("SELECT upper('pg_read_file(x)') FROM t WHERE a OPERATOR(pg_catalog.=) 1", "postgres")
-
-
-@pytest.fixture
-def pg_target(pg_database):
-    with psycopg.connect(pg_database, autocommit=True) as conn:
-        conn.execute("CREATE TABLE t (x integer); INSERT INTO t VALUES (1), (2)")
-    return pg_database
-
-
 @pytest.mark.postgres
 def test_findings_are_refused_on_a_real_postgresql_target_and_change_nothing(pg_target):
     other = psycopg.connect(pg_target, autocommit=True)

@@ -15,7 +15,7 @@ from django.db import connection
 from agent import services
 from agent.models import Database
 from agent.roles import DATA_ADMIN
-from agent.sql import connect
+from agent.sql import QueryRejected, connect
 from agent.sql.pg_roles import RoleRefused, readonly_role_sql
 from tests.conftest import PG_ADMIN_DSN, give_roles
 
@@ -86,7 +86,12 @@ def test_a_superuser_dsn_is_refused_at_registration_and_connection(client, djang
     ("GRANT DELETE ON t TO {role}", "may write to public.t"),
     ("GRANT TRUNCATE ON t TO {role}", "may write to public.t"),
     ("GRANT CREATE ON SCHEMA public TO {role}", "CREATE in schema public"),
-    ("ALTER ROLE {role} CREATEROLE", "may create roles"),
+    ("ALTER ROLE {role} CREATEROLE", "may take CREATEROLE"),
+    # Issue #27, finding 3: a column grant (has_table_privilege ignores it) and pg_signal_backend were accepted.
+    ("GRANT INSERT (name) ON t TO {role}", "may write to public.t"),
+    ("GRANT UPDATE (name) ON t TO {role}", "may write to public.t"),
+    ("GRANT pg_signal_backend TO {role}", "pg_signal_backend"),
+    ("GRANT pg_write_all_data TO {role}", "pg_write_all_data"),
 ])
 def test_roles_that_could_write_or_reach_server_files_are_refused(client, django_user_model, target, make_role,
                                                                    grant, reason):
@@ -96,6 +101,75 @@ def test_roles_that_could_write_or_reach_server_files_are_refused(client, django
     with pytest.raises(RoleRefused, match=reason):
         connect("postgresql", dsn)
     assert not Database.objects.exists()
+
+
+@pytest.fixture
+def superuser_role():
+    """A NOLOGIN superuser role (nobody signs in as it), dropped afterwards."""
+    role = f"t2s_su_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" NOLOGIN SUPERUSER')
+    yield role
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+def test_a_noinherit_member_of_a_superuser_role_is_refused(client, django_user_model, target, make_role,
+                                                           superuser_role):
+    """Issue #27, finding 1: ``LOGIN NOINHERIT ... IN ROLE <superuser>`` registered as ready, and a plain user's
+    ``set_config('role', ...)`` behind an unparsable ``@ -5`` made it a superuser. Membership now counts on
+    every path (SET ROLE needs no INHERIT), and the statement itself is refused by the guard."""
+    dsn = make_role("ALTER ROLE {role} NOINHERIT", f'GRANT "{superuser_role}" TO {{role}}')
+    response = register_via_api(client, django_user_model, "escalate", dsn)
+    assert response.status_code == 400
+    assert f"member of superuser {superuser_role}" in response.json()["location"][0]
+    assert not Database.objects.exists()
+    with pytest.raises(RoleRefused, match="member of superuser"):
+        connect("postgresql", dsn)
+    with connect("postgresql", dsn, check_role=False) as db, pytest.raises(QueryRejected, match="could not be checked"):
+        db.execute(f"SELECT @ -5 AS a, \"set_config\"('role', '{superuser_role}', true) AS b, "
+                   "\"query_to_xml\"('select pg_read_file(''/etc/hostname'') AS f', true, false, '') AS c")
+
+
+def test_a_role_altered_after_registration_is_refused_at_the_next_query_of_a_running_session(target, make_role):
+    """Issue #27, finding 4: after ``ALTER ROLE ... SUPERUSER`` a session's open connection went on and read a
+    server file. The role is checked at the start of each query's transaction, and on every reconnection."""
+    from agent.tools.execute_sql import run_query
+
+    dsn = make_role()
+    role = dsn.split("//")[1].split(":")[0]
+    database = services.database_register(name="sales", location=dsn, refresh="none")
+    with services.open_connector(database) as connector:  # a session's connection
+        assert run_query(connector, "SELECT count(*) FROM t").ok
+        with psycopg.connect(target, autocommit=True) as admin:
+            admin.execute(f'ALTER ROLE "{role}" SUPERUSER')
+        try:
+            refused = run_query(connector, "SELECT count(*) FROM t")
+            assert not refused.ok and "the role is a superuser" in refused.data.error
+            with pytest.raises(RoleRefused, match="superuser"):  # the reconnection is checked too
+                connector.execute("SELECT 1")
+        finally:
+            with psycopg.connect(target, autocommit=True) as admin:
+                admin.execute(f'ALTER ROLE "{role}" NOSUPERUSER')
+        assert connector.execute("SELECT count(*) FROM t").rows == [(2,)]  # reconnected, checked, reading again
+        with psycopg.connect(target, autocommit=True) as admin:
+            admin.execute(f'GRANT INSERT (name) ON t TO "{role}"')
+        with pytest.raises(RoleRefused, match="may write to public.t"):
+            connector.execute("SELECT count(*) FROM t")
+    assert rows(target) == [(1, "one"), (2, "two")]
+
+
+def test_a_connection_cut_at_the_hard_stop_is_checked_again_when_it_is_replaced(target, make_role):
+    """The watchdog replaces a connection cut past a query's hard stop (``_reconnect``): the new one is checked
+    like the first, and the app's own database stays refused there too."""
+    dsn = make_role()
+    role = dsn.split("//")[1].split(":")[0]
+    with connect("postgresql", dsn) as db:
+        db._abandon()  # what the watchdog does past the limit + HARD_STOP_S
+        with psycopg.connect(target, autocommit=True) as admin:
+            admin.execute(f"GRANT pg_read_server_files TO \"{role}\"")
+        with pytest.raises(RoleRefused, match="pg_read_server_files"):
+            db.execute("SELECT 1")
 
 
 def test_a_read_only_role_registers_and_reads(client, django_user_model, target, make_role):

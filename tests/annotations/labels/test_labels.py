@@ -317,3 +317,19 @@ def test_api_lists_with_filters_creates_and_updates(annotators, tiny_run, client
     updated = client.patch(f"/api/labels/{label_id}/", data=json.dumps({"note": "better"}),
                            content_type="application/json")
     assert updated.status_code == 200 and updated.json()["note"] == "better"
+
+
+def test_a_corrected_gold_or_prediction_the_guard_cannot_check_is_refused_not_run(annotators, tiny_run):
+    """Issue #27, finding 2 on the annotation paths: a corrected gold and a run item's re-executed queries go
+    through the same guard, which refuses what it cannot read instead of letting the engine have it."""
+    from annotations.runs.selectors import run_item_with_results
+
+    attack = 'SELECT CAST(1 AS) AS a, "sqlite_source_id"() AS b'
+    it = item(tiny_run, 4)
+    label = services.label_toggle(item=it, category=category("golden_empty"), user=annotators[0])
+    label = services.label_update(label=label, user=annotators[0], corrected_sql=attack)
+    assert label.corrected_ok is False and "could not be checked" in label.corrected_error
+    assert not selectors.run_ex_with_corrections(run=tiny_run)["changes"]
+    it.predicted_sql = attack
+    results = run_item_with_results(item=it)
+    assert results["pred"] is None and "could not be checked" in results["pred_error"]
