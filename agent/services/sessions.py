@@ -100,7 +100,8 @@ def default_llm_endpoint() -> LLMEndpoint | None:
     if not model:
         return None
     return LLMEndpoint(name="environment", base_url=agent_settings.LLM_BASE_URL, model=model,
-                       api_key_env=agent_settings.LLM_API_KEY_ENV)
+                       api_key_env=agent_settings.LLM_API_KEY_ENV,
+                       max_concurrency=max(1, int(agent_settings.LLM_MAX_CONCURRENCY)))
 
 
 def llm_snapshot(endpoint: LLMEndpoint) -> dict[str, Any]:
