@@ -138,7 +138,7 @@ class SessionSerializer(serializers.ModelSerializer):
         fields = ["id", "database", "question", "evidence", "strategy", "config", "status", "final_sql", "result",
                   "error", "rounds", "tool_calls", "prompt_tokens", "completion_tokens", "cost", "llm_latency_ms",
                   "tool_latency_ms", "elapsed_ms", "cancel_requested", "attempts", "created_by", "created_at",
-                  "started_at", "finished_at"]
+                  "started_at", "finished_at", "waiting_for_llm_since"]
         read_only_fields = fields
 
 

@@ -273,6 +273,9 @@ class AgentSession(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     queued_at = models.DateTimeField(null=True, blank=True,
                                      help_text="When its task was last published; long QUEUED means the message was lost.")
+    waiting_for_llm_since = models.DateTimeField(
+        null=True, blank=True, help_text="Set while its LLM call waits out a provider outage (connection refused, "
+                                         "429, 5xx) past the endpoint's retries.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

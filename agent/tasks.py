@@ -74,3 +74,9 @@ def _recover_on_start(sender=None, **kwargs) -> None:
         sessions.sessions_recover_stale()
     finally:
         leases.keeper().sweeping = True
+
+
+@worker_ready.connect
+def _import_llm_sdk(**kwargs) -> None:
+    # The LLM client imports the openai SDK lazily (seconds of CPU); a worker pays it at start, not in a session.
+    import openai  # noqa: F401

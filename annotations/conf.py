@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from agent.conf import AppSettings
+from agent.conf import AppSettings, var_path
 
 DEFAULTS: dict[str, Any] = {
     # Gold query results, keyed by database fingerprint and SQL: computed once, reused by every evaluation.
-    "GOLD_CACHE_DIR": Path("var") / "gold-cache",
+    "GOLD_CACHE_DIR": var_path("gold-cache"),
     # Seconds between safety-net polls of a running run (a finished session dispatches its run at once).
     "DISPATCH_POLL_S": 10.0,
 }

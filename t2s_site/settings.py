@@ -262,66 +262,65 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # kombu's Redis transport with its command client kept per pool, not built per command (t2s_site/broker.py).
     CELERY_BROKER_TRANSPORT = "t2s_site.broker:Transport"
 
-# --- t2s-studio's own knobs: overrides of the apps' defaults (agent/conf.py, annotations/conf.py) ---
-T2S = {
-    "INDEX_DIR": Path(os.environ.get("T2S_INDEX_DIR", VAR_DIR / "indexes")),
-    # Gold query results, keyed by database fingerprint and SQL: computed once, reused by every evaluation.
-    "GOLD_CACHE_DIR": Path(os.environ.get("T2S_GOLD_CACHE_DIR", VAR_DIR / "gold-cache")),
-    # Safety-net poll of a running run; finished sessions dispatch their run at once.
-    "DISPATCH_POLL_S": float(os.environ.get("T2S_DISPATCH_POLL_S", "10")),
-    "DEMO_DATABASE": BASE_DIR / "agent" / "demo" / "chinook.sqlite",
-    # SQLite files the web, the API and the admin may register (browser uploads land in the first one); the
-    # server-side commands may name any readable file except the app's own data (agent/services/locations.py).
-    "DATA_DIRS": [Path(p) for p in os.environ.get("T2S_DATA_DIRS", str(VAR_DIR / "uploads")).split(os.pathsep) if p],
-    # Browser uploads: largest SQLite file and dataset archive accepted (MB).
-    "UPLOAD_MAX_DATABASE_BYTES": int(os.environ.get("T2S_UPLOAD_MAX_DATABASE_MB", "1024")) * 1024 * 1024,
-    "UPLOAD_MAX_DATASET_BYTES": int(os.environ.get("T2S_UPLOAD_MAX_DATASET_MB", "2048")) * 1024 * 1024,
-    # Uploads that never finished are removed after this many hours without a write (agent/services/uploads.py).
-    "UPLOAD_ABANDONED_AFTER_S": float(os.environ.get("T2S_UPLOAD_ABANDONED_AFTER_H", "24")) * 3600,
-    "SHARED_DIR": Path(os.environ.get("T2S_SHARED_DIR", BASE_DIR.parent / "shared")),
-    "QUERY_TIMEOUT_S": float(os.environ.get("T2S_QUERY_TIMEOUT_S", "10")),
-    "QUERY_MAX_ROWS": int(os.environ.get("T2S_QUERY_MAX_ROWS", "1000")),
-    "LLM_BASE_URL": os.environ.get("OPENAI_BASE_URL", ""),
-    "LLM_API_KEY_ENV": "OPENAI_API_KEY",
-    "LLM_MODEL": os.environ.get("T2S_LLM_MODEL", ""),
-    # Celery's threads pool has no time limits: sessions enforce their own wall-clock limit.
-    "SESSION_MAX_SECONDS": int(os.environ.get("T2S_SESSION_MAX_SECONDS", "900")),
-    # A running session's worker touches it every HEARTBEAT_S; silent for STALE_AFTER_S (about three beats)
-    # means the worker died. QUEUED longer than QUEUED_STALE_AFTER_S after publishing: the message was lost.
-    "SESSION_HEARTBEAT_S": float(os.environ.get("T2S_SESSION_HEARTBEAT_S", "2")),
-    "SESSION_STALE_AFTER_S": float(os.environ.get("T2S_SESSION_STALE_AFTER_S", "7")),
-    "SESSION_QUEUED_STALE_AFTER_S": float(os.environ.get("T2S_SESSION_QUEUED_STALE_AFTER_S", "300")),
-    "SESSION_HANDOVER_MAX": int(os.environ.get("T2S_SESSION_HANDOVER_MAX", "32")),
-    "MAX_ROUNDS_CEILING": int(os.environ.get("T2S_MAX_ROUNDS_CEILING", "30")),
-    # Daily LLM budget per account (empty or 0: no limit); an account's own budget in the admin overrides it.
-    "DAILY_TOKEN_BUDGET": int(os.environ.get("T2S_DAILY_TOKEN_BUDGET") or 0),
-    "DAILY_COST_BUDGET": float(os.environ.get("T2S_DAILY_COST_BUDGET") or 0),
-    # An endpoint's max_concurrency across all workers: slot leases (renewed while a call runs) and the longest wait.
-    "LLM_SLOT_LEASE_S": float(os.environ.get("T2S_LLM_SLOT_LEASE_S", "30")),
-    "LLM_SLOT_WAIT_S": float(os.environ.get("T2S_LLM_SLOT_WAIT_S", "600")),
-    # The environment endpoint's max_concurrency (an endpoint record carries its own).
-    "LLM_MAX_CONCURRENCY": int(os.environ.get("T2S_LLM_MAX_CONCURRENCY", "64")),
-    "API_KEY_ENV_ALLOWED": [p.strip() for p in os.environ.get("T2S_API_KEY_ENV_ALLOWED", "*_API_KEY").split(",")
-                            if p.strip()],
-    # Roles (groups) every new account gets; see the README's roles table.
-    "DEFAULT_ROLES": [r.strip() for r in os.environ.get("T2S_DEFAULT_ROLES", "Viewer,Asker").split(",") if r.strip()],
-    # Sign-in throttling (README, "Production"): wrong passwords per account / per address before a lockout.
-    "LOGIN_FAILURES_PER_ACCOUNT": int(os.environ.get("T2S_LOGIN_FAILURES_PER_ACCOUNT", "10")),
-    "LOGIN_FAILURES_PER_ADDRESS": int(os.environ.get("T2S_LOGIN_FAILURES_PER_ADDRESS", "30")),
-    "LOGIN_FAILURE_WINDOW_S": float(os.environ.get("T2S_LOGIN_FAILURE_WINDOW_S", "900")),
-    "LOGIN_LOCKOUT_S": float(os.environ.get("T2S_LOGIN_LOCKOUT_S", "900")),
-    "CLIENT_ADDRESS_HEADER": os.environ.get("T2S_CLIENT_ADDRESS_HEADER", ""),
-    # PostgreSQL DSN passwords are stored encrypted with this key (agent/dsn_secrets.py): T2S_DSN_KEY (Fernet
-    # keys, comma separated, the first encrypts), else a key file beside the secret key, made 0600 on first use.
-    "DSN_KEY": os.environ.get("T2S_DSN_KEY", ""),
-    "DSN_KEY_FILE": Path(os.environ.get("T2S_DSN_KEY_FILE", VAR_DIR / "dsn_key")),
+# --- t2s-studio's own settings: their defaults are in agent/conf.py and annotations/conf.py; these are the
+# environment variables that override them (the README names each), read only when set and not empty.
+def _csv(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _paths(value: str) -> list[Path]:
+    return [Path(part) for part in value.split(os.pathsep) if part]
+
+
+def _megabytes(value: str) -> int:
+    return int(value) * 1024 * 1024
+
+
+def _hours_as_seconds(value: str) -> float:
+    return float(value) * 3600
+
+
+_T2S_FROM_ENV = {
+    "INDEX_DIR": ("T2S_INDEX_DIR", Path),
+    "GOLD_CACHE_DIR": ("T2S_GOLD_CACHE_DIR", Path),
+    "DISPATCH_POLL_S": ("T2S_DISPATCH_POLL_S", float),
+    "DATA_DIRS": ("T2S_DATA_DIRS", _paths),
+    "UPLOAD_MAX_DATABASE_BYTES": ("T2S_UPLOAD_MAX_DATABASE_MB", _megabytes),
+    "UPLOAD_MAX_DATASET_BYTES": ("T2S_UPLOAD_MAX_DATASET_MB", _megabytes),
+    "UPLOAD_ABANDONED_AFTER_S": ("T2S_UPLOAD_ABANDONED_AFTER_H", _hours_as_seconds),
+    "QUERY_TIMEOUT_S": ("T2S_QUERY_TIMEOUT_S", float),
+    "QUERY_MAX_ROWS": ("T2S_QUERY_MAX_ROWS", int),
+    "LLM_BASE_URL": ("OPENAI_BASE_URL", str),
+    "LLM_MODEL": ("T2S_LLM_MODEL", str),
+    "LLM_MAX_CONCURRENCY": ("T2S_LLM_MAX_CONCURRENCY", int),
+    "LLM_OUTAGE_BUDGET_S": ("T2S_LLM_OUTAGE_BUDGET_S", float),
+    "SESSION_MAX_SECONDS": ("T2S_SESSION_MAX_SECONDS", int),
+    "SESSION_HEARTBEAT_S": ("T2S_SESSION_HEARTBEAT_S", float),
+    "SESSION_STALE_AFTER_S": ("T2S_SESSION_STALE_AFTER_S", float),
+    "SESSION_QUEUED_STALE_AFTER_S": ("T2S_SESSION_QUEUED_STALE_AFTER_S", float),
+    "SESSION_HANDOVER_MAX": ("T2S_SESSION_HANDOVER_MAX", int),
+    "MAX_ROUNDS_CEILING": ("T2S_MAX_ROUNDS_CEILING", int),
+    "DAILY_TOKEN_BUDGET": ("T2S_DAILY_TOKEN_BUDGET", int),
+    "DAILY_COST_BUDGET": ("T2S_DAILY_COST_BUDGET", float),
+    "LLM_SLOT_LEASE_S": ("T2S_LLM_SLOT_LEASE_S", float),
+    "LLM_SLOT_WAIT_S": ("T2S_LLM_SLOT_WAIT_S", float),
+    "API_KEY_ENV_ALLOWED": ("T2S_API_KEY_ENV_ALLOWED", _csv),
+    "DEFAULT_ROLES": ("T2S_DEFAULT_ROLES", _csv),
+    "LOGIN_FAILURES_PER_ACCOUNT": ("T2S_LOGIN_FAILURES_PER_ACCOUNT", int),
+    "LOGIN_FAILURES_PER_ADDRESS": ("T2S_LOGIN_FAILURES_PER_ADDRESS", int),
+    "LOGIN_FAILURE_WINDOW_S": ("T2S_LOGIN_FAILURE_WINDOW_S", float),
+    "LOGIN_LOCKOUT_S": ("T2S_LOGIN_LOCKOUT_S", float),
+    "CLIENT_ADDRESS_HEADER": ("T2S_CLIENT_ADDRESS_HEADER", str),
+    "DSN_KEY": ("T2S_DSN_KEY", str),
+    "DSN_KEY_FILE": ("T2S_DSN_KEY_FILE", Path),
 }
+T2S = {key: cast(os.environ[name]) for key, (name, cast) in _T2S_FROM_ENV.items() if os.environ.get(name)}
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}, "httpx": {"level": "WARNING"},
-                "httpx2": {"level": "WARNING"}},  # embeddings, proxied LLM calls: an INFO line per request otherwise
+    # httpx (the openai SDK's HTTP client) logs a line per request at INFO.
+    "loggers": {"django.db.backends": {"level": "INFO"}, "httpx": {"level": "WARNING"}},
 }

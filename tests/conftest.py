@@ -16,11 +16,14 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from agent.conf import agent_settings
+
 # Browser fixtures (one session-wide Chromium) are registered once, here, for every test module.
 pytest_plugins = ["tests.browser"]
 
-DEMO_DB = Path(settings.T2S["DEMO_DATABASE"])
-SHARED_DIR = Path(settings.T2S["SHARED_DIR"])
+DEMO_DB = Path(agent_settings.DEMO_DATABASE)
+# The shared folder of papers, data and reference scripts: a test setting, not the app's.
+SHARED_DIR = Path(os.environ.get("T2S_SHARED_DIR") or Path(settings.BASE_DIR).parent / "shared")
 PG_ADMIN_DSN = os.environ.get("T2S_TEST_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_SERVICES = os.environ.get("T2S_REQUIRE_SERVICES") == "1"
 
@@ -47,9 +50,9 @@ def django_db_setup(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture
-def upload_dir(settings) -> Path:
+def upload_dir() -> Path:
     """This test's data directory: SQLite files the web, the API and the admin may register."""
-    return Path(settings.T2S["DATA_DIRS"][0])
+    return Path(agent_settings.DATA_DIRS[0])
 
 
 @pytest.fixture

@@ -1,12 +1,14 @@
 """Chat-completion client for any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp server).
 
-Plain HTTP (``transport``: the standard library's ``http.client`` over kept-alive connections) and our
-own decoding, not the OpenAI SDK: servers differ in what they send (a missing ``usage``, ``content:
-null``, a proxy's HTML error page, a body without choices), the raw completion is what a turn stores,
-and each of those cases must become an ``LLMError`` or a lenient reading, never a crash in a typed
-response model. Retries are ours, so every attempt is counted, backoff and timeouts are per endpoint, a
-session's deadline cuts a call in flight, and a failed call reports how long it really took (all
-attempts and backoff).
+HTTP is the official ``openai`` SDK's: its httpx client (connection pool, timeouts, TLS, and the proxies of
+``HTTP(S)_PROXY``/``ALL_PROXY``/``NO_PROXY`` as httpx reads them). Each request is one attempt
+(``max_retries=0`` in the SDK) read through ``with_raw_response``, and the retries are this module's,
+because they must know what the SDK's do not: the session's deadline (no retry starts after it, an
+attempt's timeout is cut to it), the endpoint's concurrency slot (``hold``, taken per attempt and given
+back while waiting), the provider-outage budget (connection refused, 429 and 5xx waited out for minutes,
+not counted against ``max_retries``), and the number of attempts a turn stores. The body is decoded
+leniently here: servers differ (no ``usage``, ``content: null``, a proxy's HTML page, no choices), and each
+case becomes a completion or an ``LLMError``, never a crash in a typed response model.
 """
 
 from __future__ import annotations
@@ -17,21 +19,27 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.textclean import MAX_COMPLETION_CHARS, clean_text
 
 from .pricing import PriceTable
-from .transport import TransportError, open_transport
 from .types import Completion, LLMError, Message, MessagesLike
 
 PAPER_STOP: tuple[str, ...] = ("\nObservation", "\nThought")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-KEEPALIVE_CONNECTIONS = 256  # idle connections kept per client (one client per endpoint in a worker)
 _NO_KEY = "not-needed"
 _RETRYABLE_STATUS = {408, 409, 425, 429}
+_MAX_RETRY_AFTER_S = 60.0  # a longer Retry-After is waited in steps of this, within the outage budget
+
+if TYPE_CHECKING:
+    import openai
+
+Hold = Callable[[], AbstractContextManager[Any]]
+OutageListener = Callable[[str | None], None]
 
 
 @dataclass(frozen=True)
@@ -47,11 +55,13 @@ class LLMSettings:
     max_tokens: int = 512
     stop: tuple[str, ...] = PAPER_STOP
     timeout_s: float = 60.0
-    max_retries: int = 3  # retries after the first attempt, for transient failures only
+    max_retries: int = 3  # retries after the first attempt, for transient failures
     backoff_base_s: float = 1.0
-    backoff_max_s: float = 30.0
+    backoff_max_s: float = 10.0
+    # A provider outage (connection refused, 429, 5xx) is retried for this long past max_retries.
+    outage_budget_s: float = 300.0
     prices: PriceTable = field(default_factory=PriceTable)
-    max_concurrent: int | None = None  # cap on simultaneous HTTP calls through one client (None: no cap)
+    max_concurrent: int | None = None  # cap on simultaneous HTTP attempts through one client (None: no cap)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> LLMSettings:
@@ -75,13 +85,8 @@ class LLMSettings:
 
     def to_dict(self) -> dict[str, Any]:
         """A snapshot without the API key (``api_key_env`` names where it comes from)."""
-        return {
-            "base_url": self.base_url, "api_key_env": self.api_key_env, "model": self.model,
-            "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
-            "stop": list(self.stop), "timeout_s": self.timeout_s, "max_retries": self.max_retries,
-            "backoff_base_s": self.backoff_base_s, "backoff_max_s": self.backoff_max_s,
-            "prices": self.prices.to_dict(), "max_concurrent": self.max_concurrent,
-        }
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "api_key"}
+        return {**out, "stop": list(self.stop), "prices": self.prices.to_dict()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LLMSettings:
@@ -102,32 +107,41 @@ class LLMClient:
         settings: LLMSettings,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
+        # Imported here: the SDK takes seconds of CPU to import, which every process importing the agent core
+        # (web server, commands) would pay without ever calling an LLM.
+        import httpx
+        import openai
+
         self.settings = settings
         self._sleep = sleep
+        self._clock = clock
         self._rng = rng or random.Random()
-        # A local server usually needs no key; some clients' conventions expect a bearer all the same.
-        headers = {"Authorization": f"Bearer {settings.resolve_api_key() or _NO_KEY}"}
-        self._url = (settings.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        # A connection per call in flight, kept open between calls. httpx's default pool kept 20: with 64
-        # sessions at once, 44 connections were closed and opened again at every round (a TCP handshake, and
-        # on HTTPS a TLS one, of a few ms of CPU each), and a burst of new connections can overflow a
-        # server's accept queue (a dropped SYN is retried after 1 s).
-        self._http = open_transport(self._url, headers, max_connections=settings.max_concurrent,
-                                    max_idle=settings.max_concurrent or KEEPALIVE_CONNECTIONS)
+        self._sdk: openai.OpenAI | None = None
+        self._unusable: str | None = None  # a base URL the SDK refuses: every call fails with this, none waits
+        try:
+            # A local server usually needs no key; the SDK wants one all the same.
+            self._sdk = openai.OpenAI(base_url=settings.base_url or DEFAULT_BASE_URL,
+                                      api_key=settings.resolve_api_key() or _NO_KEY,
+                                      timeout=settings.timeout_s, max_retries=0)
+        except httpx.InvalidURL as exc:
+            self._unusable = f"invalid endpoint URL {settings.base_url!r} ({exc})"
         self._slots = threading.BoundedSemaphore(settings.max_concurrent) if settings.max_concurrent else None
 
     def with_settings(self, **changes: Any) -> LLMClient:
         """A client for another endpoint or other defaults (e.g. a different base URL or key)."""
-        return LLMClient(replace(self.settings, **changes), sleep=self._sleep, rng=self._rng)
+        return LLMClient(replace(self.settings, **changes), sleep=self._sleep, clock=self._clock, rng=self._rng)
 
     def close(self) -> None:
-        self._http.close()
+        if self._sdk is not None:
+            self._sdk.close()
 
-    def bounded(self, deadline: float | None) -> BoundedClient:
-        """This client with every call cut at ``deadline`` (a ``time.monotonic()`` value), e.g. a session's."""
-        return BoundedClient(self, deadline)
+    def bounded(self, deadline: float | None, *, on_outage: OutageListener | None = None) -> BoundedClient:
+        """This client with every call cut at ``deadline`` (a ``time.monotonic()`` value), e.g. a session's;
+        ``on_outage`` hears when a call starts and stops waiting out a provider outage."""
+        return BoundedClient(self, deadline, on_outage)
 
     def __enter__(self) -> LLMClient:
         return self
@@ -147,17 +161,21 @@ class LLMClient:
         timeout_s: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
         deadline: float | None = None,
+        hold: Hold | None = None,
+        on_outage: OutageListener | None = None,
     ) -> Completion:
         """One chat completion; arguments left as None take the settings' defaults.
 
-        ``latency_ms`` covers the whole call, retries and backoff included: it is
-        what the caller waited. Raises ``LLMError`` when no usable completion came,
-        with the same ``latency_ms``. ``deadline`` (``time.monotonic()``) bounds the
-        whole call: an attempt's timeout is cut to it and no retry starts after it.
+        ``latency_ms`` covers the whole call, retries and waits included: it is what the caller waited.
+        Raises ``LLMError`` when no usable completion came, with the same ``latency_ms``.
+        ``deadline`` (on the client's ``clock``, ``time.monotonic()``) bounds the whole call: an attempt's
+        timeout is cut to it and no retry starts after it. ``hold`` is entered around each attempt (an endpoint's concurrency slot), so
+        nothing is held while the call waits to retry. ``on_outage`` is told, with the failure, when the
+        call keeps waiting out a provider outage past its ordinary retries, and with None when that ends.
         """
         s = self.settings
         stop_seqs = tuple(s.stop if stop is None else stop)
-        params: dict[str, Any] = {
+        request: dict[str, Any] = {
             "model": model or s.model,
             "messages": [_message_dict(m) for m in messages],
             "temperature": s.temperature if temperature is None else temperature,
@@ -165,74 +183,98 @@ class LLMClient:
             "max_tokens": s.max_tokens if max_tokens is None else max_tokens,
         }
         if stop_seqs:
-            params["stop"] = list(stop_seqs)
+            request["stop"] = list(stop_seqs)
         if extra_body:
-            params.update(dict(extra_body))
+            request["extra_body"] = dict(extra_body)
         timeout = s.timeout_s if timeout_s is None else timeout_s
 
-        started = time.monotonic()
+        started = self._clock()
         attempts = 0
-        while True:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise LLMError(f"LLM call stopped at the session time limit after {attempts} attempts",
-                               attempts=attempts, latency_ms=(time.monotonic() - started) * 1000)
-            attempts += 1
-            try:
-                body = self._post(params, timeout if left is None else min(timeout, left))
-                text, usage, resp_model, finish = _decode(body, params["model"])
-            except _Failure as failure:
-                if not failure.retryable or attempts > s.max_retries:
-                    tried = f" after {attempts} attempts" if attempts > 1 else ""
-                    raise LLMError(f"LLM call failed{tried}: {failure.message}", attempts=attempts,
-                                   status_code=failure.status_code, cause=failure.cause,
-                                   latency_ms=(time.monotonic() - started) * 1000) from failure.cause
-                pause = self._backoff(attempts, failure.retry_after)
-                if deadline is not None:
-                    pause = max(0.0, min(pause, deadline - time.monotonic()))
-                self._sleep(pause)
-                continue
-            # Some servers ignore ``stop``; cut here too so a hallucinated Observation never survives.
-            text = cut_at_stop(text, stop_seqs)
-            # A reply is outside text: NUL and lone surrogates replaced, and at most MAX_COMPLETION_CHARS kept
-            # (what the parser reads, what the next prompt repeats and what a turn stores).
-            text = clean_text(text, limit=MAX_COMPLETION_CHARS)
-            prompt_tokens, completion_tokens = usage or (0, 0)
-            return Completion(
-                text=text,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                latency_ms=(time.monotonic() - started) * 1000,
-                model=resp_model,
-                finish_reason=finish,
-                attempts=attempts,
-                # Without a usage field the cost is unknown (None), not zero.
-                cost=s.prices.cost(resp_model, prompt_tokens, completion_tokens) if usage else None,
-            )
-
-    def _post(self, params: dict[str, Any], timeout: float) -> Any:
-        if self._slots is None:
-            return self._post_once(params, timeout)
-        with self._slots:  # held for one HTTP attempt only, never during backoff
-            return self._post_once(params, timeout)
-
-    def _post_once(self, params: dict[str, Any], timeout: float) -> Any:
-        # As httpx encoded ``json=``: compact, UTF-8, and NaN refused (a ValueError, not a request).
-        body = json.dumps(params, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        outage_since: float | None = None
+        told = False
+        last: _Failure | None = None
         try:
-            reply = self._http.post_json(body, timeout)
-        except TransportError as exc:
-            cause = exc.__cause__ or exc
-            if exc.timed_out:
-                raise _Failure("request timed out", retryable=True, cause=cause) from cause
-            raise _Failure(f"connection error ({exc})", retryable=True, cause=cause) from cause
-        text = reply.text
-        status = reply.status
-        if status >= 400:
-            retryable = status in _RETRYABLE_STATUS or status >= 500
-            raise _Failure(f"HTTP {status}: {_short(text)}", retryable=retryable, status_code=status,
-                           retry_after=_retry_after(reply.retry_after))
-        # Redirects are not followed: a 3xx body is read like any other and is rarely a completion.
+            while True:
+                left = None if deadline is None else deadline - self._clock()
+                if left is not None and left <= 0:
+                    why = f": {last.message}" if last is not None else ""
+                    raise LLMError(f"LLM call stopped at the session time limit after {attempts} attempts{why}",
+                                   attempts=attempts, status_code=last.status_code if last else None,
+                                   cause=last.cause if last else None,
+                                   latency_ms=(self._clock() - started) * 1000)
+                attempts += 1
+                try:
+                    with hold() if hold is not None else nullcontext():
+                        body = self._attempt(request, timeout if left is None else min(timeout, left))
+                    text, usage, resp_model, finish = _decode(body, request["model"])
+                except _Failure as failure:
+                    last = failure
+                    now = self._clock()
+                    outage_left = 0.0  # how much longer the outage budget lets this call wait
+                    if failure.outage:
+                        outage_since = now if outage_since is None else outage_since
+                        outage_left = outage_since + s.outage_budget_s - now
+                    ordinary = attempts <= s.max_retries
+                    if not failure.retryable or (not ordinary and outage_left <= 0):
+                        raise _error(failure, attempts, started, outage_since, now) from failure.cause
+                    pause = self._backoff(attempts, failure.retry_after)
+                    if not ordinary:  # past the endpoint's retries: waiting out an outage
+                        if on_outage is not None and not told:
+                            on_outage(failure.message)
+                            told = True
+                        pause = min(pause, outage_left)
+                    if deadline is not None:
+                        pause = max(0.0, min(pause, deadline - now))
+                    self._sleep(pause)
+                    continue
+                break
+        finally:
+            if told and on_outage is not None:
+                on_outage(None)
+        # Some servers ignore ``stop``; cut here too so a hallucinated Observation never survives.
+        text = cut_at_stop(text, stop_seqs)
+        # A reply is outside text: NUL and lone surrogates replaced, and at most MAX_COMPLETION_CHARS kept
+        # (what the parser reads, what the next prompt repeats and what a turn stores).
+        text = clean_text(text, limit=MAX_COMPLETION_CHARS)
+        prompt_tokens, completion_tokens = usage or (0, 0)
+        return Completion(
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            latency_ms=(self._clock() - started) * 1000,
+            model=resp_model,
+            finish_reason=finish,
+            attempts=attempts,
+            # Without a usage field the cost is unknown (None), not zero.
+            cost=s.prices.cost(resp_model, prompt_tokens, completion_tokens) if usage else None,
+        )
+
+    def _attempt(self, request: dict[str, Any], timeout: float) -> Any:
+        """One HTTP request; the decoded JSON body, or a ``_Failure`` saying whether to try again."""
+        import httpx
+        import openai
+
+        if self._sdk is None:
+            raise _Failure(self._unusable or "no client", retryable=False)
+        with self._slots if self._slots is not None else nullcontext():
+            try:
+                raw = self._sdk.chat.completions.with_raw_response.create(**request, timeout=timeout)
+                text = raw.text
+            except openai.APITimeoutError as exc:
+                raise _Failure("request timed out", retryable=True, cause=exc) from exc
+            except openai.APIConnectionError as exc:
+                cause = exc.__cause__ or exc
+                # A URL no request can go to is a configuration error, not an outage to wait out.
+                usable = not isinstance(cause, httpx.UnsupportedProtocol)
+                raise _Failure(f"connection error ({cause})", retryable=usable, outage=usable, cause=exc) from exc
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                raise _Failure(f"HTTP {status}: {_short(exc.response.text)}", status_code=status, cause=exc,
+                               retryable=status in _RETRYABLE_STATUS or status >= 500,
+                               outage=status == 429 or status >= 500,
+                               retry_after=_retry_after(exc.response.headers.get("retry-after"))) from exc
+            except httpx.InvalidURL as exc:  # a URL that parses but no request can carry
+                raise _Failure(f"invalid endpoint URL ({exc})", retryable=False, cause=exc) from exc
         try:
             return json.loads(text)
         except ValueError as exc:
@@ -242,35 +284,47 @@ class LLMClient:
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         s = self.settings
         if retry_after is not None:
-            return min(retry_after, s.backoff_max_s)
+            return min(retry_after, _MAX_RETRY_AFTER_S)
         # Exponential backoff with "equal jitter": half fixed, half random, so retries spread out.
-        delay = min(s.backoff_max_s, s.backoff_base_s * (2 ** (attempt - 1)))
+        delay = min(s.backoff_max_s, s.backoff_base_s * (2 ** min(attempt - 1, 30)))
         return delay / 2 + self._rng.uniform(0, delay / 2)
 
 
 class BoundedClient:
     """An ``LLMClient`` whose calls all end by one deadline (a session's wall-clock limit)."""
 
-    def __init__(self, client: LLMClient, deadline: float | None) -> None:
+    def __init__(self, client: LLMClient, deadline: float | None, on_outage: OutageListener | None = None) -> None:
         self.client = client
         self.deadline = deadline
+        self.on_outage = on_outage
 
     def __getattr__(self, name: str) -> Any:  # settings, close(), ... of the client
         return getattr(self.client, name)
 
     def complete(self, messages: MessagesLike, **kwargs: Any) -> Completion:
-        return self.client.complete(messages, deadline=self.deadline, **kwargs)
+        return self.client.complete(messages, deadline=self.deadline, on_outage=self.on_outage, **kwargs)
 
 
 class _Failure(Exception):
-    def __init__(self, message: str, *, retryable: bool, status_code: int | None = None,
+    """A failed attempt: ``retryable`` (transient), ``outage`` (the provider is down or overloaded)."""
+
+    def __init__(self, message: str, *, retryable: bool, outage: bool = False, status_code: int | None = None,
                  cause: BaseException | None = None, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.retryable = retryable
+        self.outage = outage
         self.status_code = status_code
         self.cause = cause or self
         self.retry_after = retry_after
+
+
+def _error(failure: _Failure, attempts: int, started: float, outage_since: float | None, now: float) -> LLMError:
+    tried = f" after {attempts} attempts" if attempts > 1 else ""
+    if outage_since is not None and failure.outage and attempts > 1:
+        tried += f" ({now - outage_since:.0f} s of provider outage)"
+    return LLMError(f"LLM call failed{tried}: {failure.message}", attempts=attempts,
+                    status_code=failure.status_code, cause=failure.cause, latency_ms=(now - started) * 1000)
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:

@@ -1,9 +1,10 @@
 """A hook around every LLM call, so the layer that owns a session can bound its spend.
 
 The core knows nothing about users, budgets or other workers: the session layer passes a ``gate``, a
-callable that gets the planned call and returns a context manager held for the whole call. The gate
-refuses a call by raising ``CallRefused`` (an ``LLMError``, so every strategy already stores it as a
-failed turn and stops with that message); it may also wait (a concurrency slot) before it lets the call go.
+callable that gets the planned call and returns a context manager, which the client enters around each HTTP
+attempt of the call (so nothing it holds is kept while the call waits to retry). The gate refuses a call by
+raising ``CallRefused`` (an ``LLMError``, so every strategy already stores it as a failed turn and stops with
+that message); it may also wait (a concurrency slot) before it lets the attempt go.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ Gate = Callable[[PlannedCall], AbstractContextManager[Any]]
 
 
 class GatedChatModel:
-    """A ``ChatModel`` that passes each call through ``gate`` first (and holds it until the call returns)."""
+    """A ``ChatModel`` whose calls pass through ``gate``: held around each attempt of the call (the client's
+    ``hold``), so a retry passes it again and a wait between attempts holds nothing."""
 
     def __init__(self, inner: ChatModel, gate: Gate) -> None:
         self.inner = inner
@@ -47,5 +49,5 @@ class GatedChatModel:
         ceiling = max_tokens if max_tokens is not None else \
             getattr(getattr(self.inner, "settings", None), "max_tokens", 0) or 0
         planned = PlannedCall(messages=messages, model=model, max_tokens=ceiling)
-        with self.gate(planned):
-            return self.inner.complete(messages, model=model, max_tokens=max_tokens, stop=stop, **kwargs)
+        return self.inner.complete(messages, model=model, max_tokens=max_tokens, stop=stop,
+                                   hold=lambda: self.gate(planned), **kwargs)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -68,7 +69,8 @@ MessagesLike = Sequence[Message | Mapping[str, str]]
 
 
 class ChatModel(Protocol):
-    """What a strategy needs from an LLM: one chat completion per call, parameters overridable per call."""
+    """What a strategy needs from an LLM: one chat completion per call, parameters overridable per call;
+    ``hold`` is entered around each HTTP attempt (a gate's concurrency slot)."""
 
     def complete(
         self,
@@ -80,4 +82,5 @@ class ChatModel(Protocol):
         max_tokens: int | None = None,
         stop: Sequence[str] | None = None,
         timeout_s: float | None = None,
+        hold: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> Completion: ...

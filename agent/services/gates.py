@@ -1,5 +1,6 @@
-"""The gate every LLM call of a session passes (``agent.llm.gate``): the account's daily budget, then one of
-the endpoint's concurrency slots, held until the call returns (``agent/services/llm_slots.py``)."""
+"""The gate every LLM call of a session passes (``agent.llm.gate``), at each HTTP attempt: the account's daily
+budget, then one of the endpoint's concurrency slots, held until the attempt returns
+(``agent/services/llm_slots.py``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
-
-from django.db import connection
 
 from agent.conf import agent_settings
 from agent.llm import ChatModel, GatedChatModel, PlannedCall, PriceTable
@@ -19,15 +18,11 @@ from . import budgets, llm_slots
 
 def endpoint_concurrency(name: str) -> int:
     """The endpoint record's ``max_concurrency`` now (an edit applies to the next call); the endpoint set by
-    environment variables, which has no record, takes ``LLM_MAX_CONCURRENCY`` (it took the record field's
-    default of 8, which halved a worker running 16 sessions at once)."""
-    # Read before every LLM call: in SQL, as the ORM took about 0.45 ms of CPU to build it.
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT max_concurrency FROM {LLMEndpoint._meta.db_table} WHERE name = %s", [name])
-        row = cursor.fetchone()
-    if row is None:
+    environment variables, which has no record, takes ``LLM_MAX_CONCURRENCY``."""
+    found = LLMEndpoint.objects.filter(name=name).values_list("max_concurrency", flat=True).first()
+    if found is None:
         return max(1, int(agent_settings.LLM_MAX_CONCURRENCY))
-    return int(row[0] or LLMEndpoint._meta.get_field("max_concurrency").default)
+    return int(found or LLMEndpoint._meta.get_field("max_concurrency").default)
 
 
 def session_gate(*, user, llm_snapshot: Mapping[str, Any], deadline: float | None = None):

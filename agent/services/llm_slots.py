@@ -1,7 +1,7 @@
 """An endpoint's ``max_concurrency`` across every worker, session and run: a semaphore of expiring leases.
 
-Each LLM call holds a slot for its whole duration (retries included) and gives it back when it ends, with or
-without an error. A holder renews its lease every third of ``LLM_SLOT_LEASE_S`` while its call runs (one thread
+Each HTTP attempt of an LLM call holds a slot and gives it back when it ends, with or without an error (a call
+waiting to retry holds none). A holder renews its lease every third of ``LLM_SLOT_LEASE_S`` while its call runs (one thread
 per process renews them all), so a slot whose process died comes free at most ``LLM_SLOT_LEASE_S`` later. Where
 the slots live:
 
@@ -161,9 +161,8 @@ def backend() -> SlotBackend:
 
 class _Renewals:
     """One thread per process renews every lease this process holds, each a third of its ``ttl_s`` after the
-    last renewal (a thread per call cost a thread start and a database connection per call; a wave of 64 calls
-    answered at once paid for 64 of them). A lease found gone stops being renewed; an error is logged and the
-    lease renewed again at its next turn, which may come before it runs out."""
+    last renewal (not a thread and a database connection per call). A lease found gone stops being renewed; an
+    error is logged and the lease renewed again at its next turn, which may come before it runs out."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
+from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
@@ -100,7 +100,8 @@ def default_llm_endpoint() -> LLMEndpoint | None:
     if not model:
         return None
     return LLMEndpoint(name="environment", base_url=agent_settings.LLM_BASE_URL, model=model,
-                       api_key_env=agent_settings.LLM_API_KEY_ENV)
+                       api_key_env=agent_settings.LLM_API_KEY_ENV,
+                       max_concurrency=max(1, int(agent_settings.LLM_MAX_CONCURRENCY)))
 
 
 def llm_snapshot(endpoint: LLMEndpoint) -> dict[str, Any]:
@@ -164,22 +165,38 @@ def _endpoint_from_row(row: Sequence[Any]) -> LLMEndpoint:
 
 
 def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
-    """A client per endpoint, shared by the sessions of this process (building one costs ~60 ms of TLS setup)."""
+    """A client per endpoint, shared by the sessions of this process (its connections stay open between calls)."""
     key_env = snapshot.get("api_key_env") or ""
     # Checked again when the key is read: a snapshot or record from before the allowlist sends nothing else.
     api_key = os.environ.get(key_env) if key_env and spend.api_key_env_allowed(key_env) else None
     prices = snapshot.get("prices") or {}
     # The endpoint's own timeout and retries (snapshots from before they existed get the client's defaults).
     limits = {k: snapshot[k] for k in ("timeout_s", "max_retries") if snapshot.get(k) is not None}
+    outage_budget_s = float(agent_settings.LLM_OUTAGE_BUDGET_S)
     cache_key = (snapshot.get("base_url"), api_key, snapshot["model"], repr(sorted(prices.items())),
-                 repr(sorted(limits.items())))
+                 repr(sorted(limits.items())), outage_budget_s)
     with _clients_lock:
         client = _clients.get(cache_key)
         if client is None:
             settings = LLMSettings(base_url=snapshot.get("base_url"), api_key=api_key, model=snapshot["model"],
-                                   prices=PriceTable.from_dict(prices), **limits)
+                                   prices=PriceTable.from_dict(prices), outage_budget_s=outage_budget_s, **limits)
             client = _clients[cache_key] = LLMClient(settings)
         return client
+
+
+def _waiting_for_llm(session_id: int) -> Callable[[str | None], None]:
+    """Marks a running session as waiting out an LLM provider outage (``failure``), or no longer (None)."""
+
+    def note(failure: str | None) -> None:
+        if failure is not None:
+            logger.warning("session %s waits for its LLM provider: %s", session_id, failure)
+        try:
+            AgentSession.objects.filter(pk=session_id).update(
+                waiting_for_llm_since=timezone.now() if failure is not None else None)
+        except DatabaseError:  # only a display: the call goes on, and the next note may land
+            logger.warning("could not note session %s waiting for its LLM provider", session_id, exc_info=True)
+
+    return note
 
 
 # --- create / cancel ---------------------------------------------------------------------
@@ -725,7 +742,8 @@ def session_execute(*, session_id: int) -> None:
             # Every call passes the session's gate: the daily budget, then an endpoint slot (agent/services/gates.py).
             deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
             # The wall-clock limit cuts a call in flight too (its timeout and retries end at the deadline).
-            llm = gates.gated(llm_client_from_snapshot(session.config["llm"]).bounded(deadline),
+            client = llm_client_from_snapshot(session.config["llm"])
+            llm = gates.gated(client.bounded(deadline, on_outage=_waiting_for_llm(session_id)),
                               user=session.billed_to, llm_snapshot=session.config["llm"], deadline=deadline)
             few_shot = _few_shot(session.config)
             ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,

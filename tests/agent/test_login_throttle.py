@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import SESSION_KEY
 
+from agent.conf import agent_settings
 from agent.services import login_throttle
 
 pytestmark = pytest.mark.django_db
@@ -53,13 +54,13 @@ def test_forty_wrong_logins_lock_the_account_until_the_lockout_ends(client, user
                                              REMOTE_ADDR="10.9.9.9").content.decode()
     assert token(client, "ana", "pw-ana-123", address="10.9.9.9").status_code == 429
 
-    clock(settings.T2S["LOGIN_LOCKOUT_S"] + 1)
+    clock(agent_settings.LOGIN_LOCKOUT_S + 1)
     log_in(client, "ana", "pw-ana-123")
     assert client.session[SESSION_KEY] == str(user.pk)
 
 
 def test_forty_wrong_token_requests_lock_the_account_until_the_lockout_ends(client, user, clock, settings):
-    limit = settings.T2S["LOGIN_FAILURES_PER_ACCOUNT"]
+    limit = agent_settings.LOGIN_FAILURES_PER_ACCOUNT
     codes = [token(client, "ana", "wrong").status_code for _ in range(40)]
     assert codes == [400] * limit + [429] * (40 - limit)  # wrong, then locked
     refused = token(client, "ana", "pw-ana-123")
@@ -69,7 +70,7 @@ def test_forty_wrong_token_requests_lock_the_account_until_the_lockout_ends(clie
     log_in(client, "ana", "pw-ana-123")
     assert SESSION_KEY not in client.session
 
-    clock(settings.T2S["LOGIN_LOCKOUT_S"] + 1)
+    clock(agent_settings.LOGIN_LOCKOUT_S + 1)
     assert token(client, "ana", "pw-ana-123").json()["token"]
 
 

@@ -66,7 +66,7 @@ def test_an_api_key_env_outside_the_allowlist_is_refused_and_never_read(demo_dat
 
 
 def test_runs_are_for_operators_within_the_endpoints_concurrency(client, django_user_model, demo_database,
-                                                                  replay_llm):
+                                                                  replay_llm, settings):
     from django.urls import reverse
 
     from agent.roles import OPERATOR
@@ -75,6 +75,7 @@ def test_runs_are_for_operators_within_the_endpoints_concurrency(client, django_
     from tests.conftest import give_roles
 
     replay_llm(SCRIPT)
+    settings.T2S = {**settings.T2S, "LLM_MAX_CONCURRENCY": 8}  # the environment endpoint's bound
     dataset = Dataset.objects.create(name="mini", kind="spider", source_path="/nowhere", question_count=1)
     DatasetQuestion.objects.create(dataset=dataset, index=0, db_id="chinook", database=demo_database,
                                    question="How many artists?", gold_sql="SELECT count(*) FROM Artist")

@@ -11,6 +11,7 @@ Script format (Python objects or the same as JSON)::
      {"fault": "timeout", "delay_ms": 2000},              # answer only after the client gave up
      {"fault": "garbage", "body": "<html>oops</html>"},   # 200 with a non-JSON body
      {"fault": "no_choices"},                             # 200 JSON without choices
+     {"fault": "json", "body": {"choices": [...]}},       # 200 with this JSON body as is (a lenient server's)
      {"text": "...", "usage": {"prompt_tokens": 7, "completion_tokens": 3}}]  # explicit usage
 
 A keyed script replays independently per conversation: ``{"scripts": {marker:
@@ -25,6 +26,9 @@ prompt_tokens = the number of whitespace-separated words over all message
 contents of the request; completion_tokens = the number of words of the text
 returned (after cutting at the first stop sequence). A step's ``usage`` wins;
 ``"usage": null`` omits the field.
+
+``server.go_down()`` makes the endpoint unreachable (connections refused, kept ones closed unanswered) until
+``server.come_back()``, on the same port with the scripts where they were: a provider outage.
 
 Command line: ``python -m tests.support.replay_server --port 8765 --script file.json`` (``--port 0``: any free
 port; the first line printed names the URL). ``ReplayServerProcess`` runs it so, for benchmarks.
@@ -144,6 +148,7 @@ class _State:
     index: _KeyIndex = field(init=False)
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: list[RecordedRequest] = field(default_factory=list)
+    down: bool = False  # an outage: requests on kept connections are dropped unanswered
     in_flight: int = 0  # chat requests being answered now
     max_in_flight: int = 0  # the most ever answered at once
 
@@ -185,10 +190,14 @@ class ReplayServer:
                  port: int = 0, model: str = "replay-model") -> None:
         scripts, default = _normalise(script)
         self._state = _State(scripts=scripts, default=default, model=model)
-        self._httpd = _Server((host, port), _Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.state = self._state  # type: ignore[attr-defined]
+        self._httpd = self._listen(host, port)
         self._thread: threading.Thread | None = None
+
+    def _listen(self, host: str, port: int) -> _Server:
+        httpd = _Server((host, port), _Handler)
+        httpd.daemon_threads = True
+        httpd.state = self._state  # type: ignore[attr-defined]
+        return httpd
 
     @property
     def host(self) -> str:
@@ -238,6 +247,17 @@ class ReplayServer:
             self._thread.join(timeout=5)
             self._thread = None
         self._httpd.server_close()
+
+    def go_down(self) -> None:
+        """A provider outage: new connections are refused and requests on kept ones dropped unanswered."""
+        self._state.down = True
+        self.stop()
+
+    def come_back(self) -> None:
+        """The end of the outage: the same port answers again, each script where it stopped."""
+        self._httpd = self._listen(self.host, self.port)
+        self._state.down = False
+        self.start()
 
     def __enter__(self) -> ReplayServer:
         return self.start()
@@ -323,7 +343,7 @@ def _check_steps(steps: Iterable[Step]) -> list[Step]:
         fault = step.get("fault")
         if fault is None and "text" not in step:
             raise ValueError(f"script step needs 'text' or 'fault': {step!r}")
-        if fault not in (None, "http", "timeout", "garbage", "no_choices"):
+        if fault not in (None, "http", "timeout", "garbage", "no_choices", "json"):
             raise ValueError(f"unknown fault {fault!r}")
     return out
 
@@ -351,6 +371,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
+        if self.state.down:
+            self.close_connection = True  # no answer: the client sees the connection closed
+            return
         try:
             body = json.loads(raw or b"{}")
             if not isinstance(body, dict):
@@ -421,6 +444,8 @@ class _Handler(BaseHTTPRequestHandler):
                        headers)
         elif fault == "garbage":
             self._send(200, str(spec.get("body", "<html>502 Bad Gateway</html>")).encode(), "text/html")
+        elif fault == "json":
+            self._json(200, spec.get("body"))
         elif fault == "no_choices":
             self._json(200, {"id": "replay", "object": "chat.completion", "model": self._model(body),
                              "choices": []})

@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx2 as httpx
+import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -191,3 +191,26 @@ def test_the_server_in_its_own_process_replays_a_keyed_script() -> None:
 def test_a_bad_script_fails_before_a_process_is_started() -> None:
     with pytest.raises(ValueError, match="unknown fault"):
         ReplayServerProcess([{"fault": "explode"}])
+
+
+def test_a_json_step_is_answered_as_is() -> None:
+    body = {"choices": [{"message": {"role": "assistant", "content": None}}]}
+    with ReplayServer([{"fault": "json", "body": body}]) as server:
+        reply = chat(server, "q")
+    assert reply.status_code == 200 and reply.json() == body
+
+
+def test_an_outage_refuses_connections_and_drops_kept_ones_until_the_server_comes_back() -> None:
+    with ReplayServer(["before", "after"]) as server:
+        client = httpx.Client(timeout=5)
+        kept = lambda: client.post(f"{server.url}/chat/completions",  # noqa: E731
+                                   json={"messages": [{"role": "user", "content": "q"}]})
+        assert kept().json()["choices"][0]["message"]["content"] == "before"
+        server.go_down()
+        with pytest.raises(httpx.TransportError):
+            kept()  # a request on the kept connection: closed unanswered
+        with pytest.raises(httpx.ConnectError):
+            HTTP.post(f"{server.url}/chat/completions", json={"messages": []})
+        server.come_back()
+        assert kept().json()["choices"][0]["message"]["content"] == "after"  # the script where it stopped
+        client.close()

@@ -12,6 +12,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
+from agent.conf import agent_settings
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -29,7 +31,7 @@ class WorkerProcess:
         self.concurrency = concurrency
         self.name = name  # kept across restarts: a restarted worker takes its own sessions back at once
         self.env = {**os.environ, "DATABASE_URL": _database_url(),
-                    "T2S_INDEX_DIR": str(settings.T2S["INDEX_DIR"]), "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+                    "T2S_INDEX_DIR": str(agent_settings.INDEX_DIR), "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
                     "T2S_SESSION_HEARTBEAT_S": "0.5", "T2S_SESSION_STALE_AFTER_S": "2", **env}
         self.proc: subprocess.Popen | None = None
         self.starts = 0

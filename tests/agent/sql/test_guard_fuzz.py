@@ -85,10 +85,10 @@ def _digest(path):
 def target(tmp_path_factory):
     import shutil
 
-    from django.conf import settings as dj
+    from agent.conf import agent_settings
 
     path = tmp_path_factory.mktemp("fuzz") / "chinook.sqlite"
-    shutil.copy(dj.T2S["DEMO_DATABASE"], path)
+    shutil.copy(agent_settings.DEMO_DATABASE, path)
     with connect("sqlite", str(path), limits=Limits(timeout_s=2, max_rows=50)) as db:
         yield path, db
 

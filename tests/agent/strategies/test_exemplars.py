@@ -1,15 +1,14 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from agent.strategies.exemplars import TrajectoryFormatError, parse_trajectory, render_trajectory
 from agent.strategies.prompt import Step, render_exemplar
+from tests.conftest import SHARED_DIR
 
-REFERENCE = Path(settings.T2S["SHARED_DIR"]) / "reference" / "interactive_t2s_prompts"
+REFERENCE = SHARED_DIR / "reference" / "interactive_t2s_prompts"
 
 SAMPLE = '''# {
 #     "db_id": "concert_singer",

@@ -45,8 +45,9 @@ HAPPY_SCRIPT = [
 
 
 def client_for(server: ReplayServer, **overrides) -> LLMClient:
+    # No outage budget: a scripted 503 fails the call once its retries are spent.
     settings = dict(base_url=server.url, api_key="k", model="replay-model", timeout_s=5.0,
-                    backoff_base_s=0.001, backoff_max_s=0.005,
+                    backoff_base_s=0.001, backoff_max_s=0.005, outage_budget_s=0.0,
                     prices=PriceTable.from_mapping({"replay-model": PRICE}))
     settings.update(overrides)
     return LLMClient(LLMSettings(**settings))
