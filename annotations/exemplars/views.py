@@ -14,13 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agent import policies as agent_policies
 from agent import services as agent_services
 from agent.sql import SQLError
-from agent.strategies.prompt import (
-    build_messages,
-    dialect_label,
-    estimate_message_tokens,
-    estimate_tokens,
-    render_exemplar,
-)
+from agent.strategies.prompt import estimate_tokens, render_exemplar
 from annotations import policies
 from annotations.models import Exemplar, ExemplarSetVersion
 
@@ -388,16 +382,12 @@ def version_preview(request: HttpRequest, set_id: int, number: int) -> HttpRespo
     form = PreviewForm(request.GET or None, user=request.user)
     context = {"version": version, "exemplar_set": version.exemplar_set, "form": form}
     if form.is_valid():
-        database = form.cleaned_data["database"]
-        schema = database.schema_info()
-        msgs = build_messages(
-            schema=schema, question=form.cleaned_data["question"], evidence=form.cleaned_data["evidence"] or None,
-            exemplars=selectors.exemplars_for_version(version), enabled_tools=form.cleaned_data["tools"],
-            use_evidence=form.cleaned_data["use_evidence"], dialect=dialect_label(database.engine),
-            custom_tool_description=version.tool_description or None,
-            custom_tool_description_no_findpath=version.tool_description_no_findpath or None)
-        context.update(messages_out=[(m, estimate_tokens(m.content)) for m in msgs],
-                       total_tokens=estimate_message_tokens(msgs), database=database)
+        data = form.cleaned_data
+        context.update(selectors.prompt_preview(
+            database=data["database"], question=data["question"], evidence=data["evidence"],
+            enabled_tools=data["tools"], use_evidence=data["use_evidence"],
+            exemplars=selectors.exemplars_for_version(version), tool_description=version.tool_description,
+            tool_description_no_findpath=version.tool_description_no_findpath))
     return render(request, "annotations/version_preview.html", context)
 
 
