@@ -403,11 +403,20 @@ def access_experiment(user, pk: int) -> Experiment:
     return experiment
 
 
+def check_can_create_suites(user) -> None:
+    if not can_create_suites(user):
+        raise PermissionDenied("Building suites needs the Curator role.")
+
+
 def check_can_create_suite(user, dataset: Dataset) -> None:
     if not visible_datasets(user).filter(pk=dataset.pk).exists():
         raise Http404("No such dataset.")
-    if not can_create_suites(user):
-        raise PermissionDenied("Building suites needs the Curator role.")
+    check_can_create_suites(user)
+
+
+def check_can_run_experiments(user) -> None:
+    if not can_run_experiments(user):
+        raise PermissionDenied("Running experiments needs the Curator role.")
 
 
 def check_can_edit_candidate(user, candidate: Candidate | None = None) -> None:
@@ -420,8 +429,7 @@ def check_can_run_experiment(user, suite_version: SuiteVersion) -> None:
     """An experiment runs every question of the suite at least twice (LLM spend): Curators who see the suite."""
     if not visible_suites(user).filter(pk=suite_version.suite_id).exists():
         raise Http404("No such suite.")
-    if not can_run_experiments(user):
-        raise PermissionDenied("Running experiments needs the Curator role.")
+    check_can_run_experiments(user)
 
 
 def check_can_control_experiment(user, experiment: Experiment) -> None:

@@ -468,6 +468,14 @@ def experiment_create(*, candidate: Candidate, suite_version: SuiteVersion, user
     return experiment
 
 
+def experiment_create_on_failures(*, candidate: Candidate, run: Run, categories: Sequence[str], user,
+                                  **options: Any) -> Experiment:
+    """An experiment on the failures of ``run`` with these labels (``failures_suite``), both or nothing stored."""
+    with transaction.atomic():
+        suite_version = failures_suite(run=run, categories=categories, user=user)
+        return experiment_create(candidate=candidate, suite_version=suite_version, user=user, **options)
+
+
 def _even_share(runs_count: int) -> int:
     """Each run's share of the endpoint's concurrency (at least one session each)."""
     from agent.services import sessions as session_services
