@@ -38,7 +38,7 @@ def test_a_candidate_page_previews_the_exact_prompt_like_a_published_version(cli
     candidate = Candidate.objects.get()
     assert response.status_code == 302 and response["Location"] == candidate.get_absolute_url()
     page = _text(client.get(candidate.get_absolute_url()))
-    assert "team candidate 1" in page and "try B" in page and "added #%d" % b.pk in page
+    assert "team candidate 1" in page and "try B" in page and f"added #{b.pk}" in page
     content = selectors.candidate_content(candidate)
     assert f"{selectors.candidate_token_count(content):,} tokens</strong> in the system message" in page
     # The preview builds the messages with the same code as a published version's preview.
@@ -99,7 +99,7 @@ def test_launch_report_side_by_side_and_publish_through_the_pages(client, shop, 
     # Publishing: first the draft is reviewed by another Curator, then the candidate becomes v2.
     client.force_login(curator)
     refused = client.post(f"/experiments/candidates/{candidate.pk}/publish/", {"note": "with B"}, follow=True)
-    assert "get these reviewed first: #%d (draft)" % b.pk in _text(refused)
+    assert f"get these reviewed first: #{b.pk} (draft)" in _text(refused)
     exemplar_services.exemplar_submit(exemplar=b, user=annotator)
     exemplar_services.exemplar_review(exemplar=b, user=curator, approve=True)
     response = client.post(f"/experiments/candidates/{candidate.pk}/publish/", {"note": "with B"})
