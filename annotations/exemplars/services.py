@@ -209,6 +209,17 @@ def exemplar_rerun_stale(*, exemplar: Exemplar, user) -> int:
     return len(pending)
 
 
+def swap_positions(row, other) -> None:
+    """Swap two rows' ``position`` under a unique (parent, position) constraint (in the caller's transaction)."""
+    a, b = row.position, other.position
+    row.position = 10**6  # out of the way of the unique (parent, position)
+    row.save(update_fields=["position"])
+    other.position = a
+    other.save(update_fields=["position"])
+    row.position = b
+    row.save(update_fields=["position"])
+
+
 def step_move(*, step: ExemplarStep, user, offset: int) -> None:
     """Swap a step with its neighbour (offset -1: up, +1: down); later observations become stale."""
     exemplar = step.exemplar
@@ -220,12 +231,7 @@ def step_move(*, step: ExemplarStep, user, offset: int) -> None:
         if step.is_done or other.is_done:
             raise ValidationError("Done stays the last step.")
         a, b = step.position, other.position
-        step.position = 10**6  # out of the way of the unique (exemplar, position)
-        step.save(update_fields=["position"])
-        other.position = a
-        other.save(update_fields=["position"])
-        step.position = b
-        step.save(update_fields=["position"])
+        swap_positions(step, other)
         _mark_later_stale(exemplar, max(min(a, b), 1) - 1)  # both moved steps have a new context
         _content_changed(exemplar)
 

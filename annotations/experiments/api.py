@@ -3,20 +3,17 @@ experiments services, figures from its selectors (the same report as the page an
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agent.api import field_errors
+from agent.api import service_call
 from agent.api_permissions import PolicyPermission
 from agent.strategies import STRATEGIES
 from annotations import policies
@@ -26,15 +23,7 @@ from annotations.experiments.models import Candidate, CandidateItem, Experiment,
 from annotations.models import ExemplarSetVersion
 from annotations.runs.models import Dataset, RunItem
 
-
-def _call(fn, **kwargs):
-    """A service call with its Django errors as DRF's (field errors, 403)."""
-    try:
-        return fn(**kwargs)
-    except DjangoValidationError as exc:
-        raise field_errors(exc) from None
-    except DjangoPermissionDenied as exc:
-        raise PermissionDenied(str(exc)) from None
+_call = service_call  # a service call with its Django errors as DRF's
 
 
 SOURCES_HELP = ('Sources of the questions, united in order: {"kind": "sample", "size": 20, "seed": 7, "db_ids": []}, '

@@ -318,13 +318,7 @@ def candidate_move(*, candidate: Candidate, item: CandidateItem, user, offset: i
         other = candidate.items.filter(position=item.position + offset).first()
         if other is None:
             return
-        a, b = item.position, other.position
-        item.position = 10**6  # out of the way of the unique (candidate, position)
-        item.save(update_fields=["position"])
-        other.position = a
-        other.save(update_fields=["position"])
-        item.position = b
-        item.save(update_fields=["position"])
+        exemplar_services.swap_positions(item, other)
         candidate.save(update_fields=["updated_at"])
 
 

@@ -146,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
                     runs = 2 * args.trials
                     print(f"   against {runs} ordinary runs: CPU {exp_cpu / (runs * plain_cpu):.2f} x, wall to the "
                           f"last session {exp_wall / (runs * plain_wall):.2f} x; {exp['tokens']:,} tokens")
-                    report = command.stdout.split("\n", 1)[1] if "\n" in command.stdout else command.stdout
-                    print("   " + "\n   ".join(line.split("\r")[-1] for line in report.strip().splitlines()))
+                    # the command's report, without its first line and its progress line ("\r"-separated)
+                    report = [line for line in command.stdout.split("\n")[1:] if line and not line.startswith("\r")]
+                    print("   " + "\n   ".join(report))
             finally:
                 stop(worker)
     except BaseException:

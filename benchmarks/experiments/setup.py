@@ -14,13 +14,13 @@ import sys
 import time
 from pathlib import Path
 
-MARKER_A, MARKER_B = "BENCH-EXEMPLAR-A", "BENCH-EXEMPLAR-B"
+MARKER_A, MARKER_B = "BENCH-EXEMPLAR-A", "BENCH-EXEMPLAR-B"  # A: in v1; B: added by the candidate
 
 
 def replay_script(n: int, *, latency_ms: int) -> dict:
     """Per question: an ExecuteSQL, then Done, each after ``latency_ms``. Every fourth question is answered
-    right only with exemplar B in the prompt, every fourth (offset 1) only with A, the rest always right: the
-    experiment has flips to count and show."""
+    right only with exemplar B in the prompt (the candidate gains it), every eighth (offset 1) only without B
+    (the candidate loses it), the rest always right: the experiment has flips both ways to count and show."""
     from tests.support.run_dataset import question
 
     scripts = {}
@@ -30,7 +30,7 @@ def replay_script(n: int, *, latency_ms: int) -> dict:
         wrong = {"text": f'Thought: guess {i}\nAction: ExecuteSQL("SELECT count(*) FROM item WHERE grp = 99")',
                  "latency_ms": latency_ms}
         first = ({"if_system_contains": MARKER_B, "then": right, "else": wrong} if i % 4 == 0 else
-                 {"if_system_contains": MARKER_A, "then": right, "else": wrong} if i % 4 == 1 else right)
+                 {"if_system_contains": MARKER_B, "then": wrong, "else": right} if i % 8 == 1 else right)
         scripts[text] = {"by_turn": [first, {"text": "Thought: done\nAction: Done", "latency_ms": latency_ms}]}
     return {"scripts": scripts}
 
@@ -61,15 +61,18 @@ def main(argv: list[str]) -> int:
             "base_url": argv[1], "model": "replay-model", "api_key_env": "", "is_default": True,
             "max_concurrency": int(argv[2]), "timeout_s": 30, "max_retries": 3})
     elif command == "exemplars":
+        from django.contrib.auth import get_user_model
+
         dataset = Dataset.objects.get(name="shop")
         database = dataset.questions.first().database
+        user = get_user_model().objects.create_superuser("bench", password="bench-only-account")
         made = []
         for marker in (MARKER_A, MARKER_B):
-            exemplar = exemplar_services.exemplar_create(user=None, database=database,
+            exemplar = exemplar_services.exemplar_create(user=user, database=database,
                                                          question=f"How many items are there? ({marker})")
-            exemplar_services.step_add(exemplar=exemplar, user=None, thought=f"Count them. {marker}",
+            exemplar_services.step_add(exemplar=exemplar, user=user, thought=f"Count them. {marker}",
                                        action='ExecuteSQL("SELECT count(*) FROM item")')
-            exemplar_services.step_add(exemplar=exemplar, user=None, thought="Done.", action="Done")
+            exemplar_services.step_add(exemplar=exemplar, user=user, thought="Done.", action="Done")
             made.append(exemplar)
         exemplar_services.exemplar_mark_approved_on_import(exemplar=made[0], user=None, source="bench")
         team = exemplar_services.set_create(name="team", user=None)

@@ -61,6 +61,15 @@ def make_exemplar(shop):
     return make
 
 
+@pytest.fixture
+def team(make_exemplar, annotator, curator):
+    """Set "team" published as v1 with one approved exemplar, A (its thought carries MARK-A)."""
+    a = make_exemplar("MARK-A", author=annotator, reviewer=curator)
+    exemplar_set = exemplar_services.set_create(name="team", user=curator)
+    exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[a], user=curator)
+    return exemplar_set
+
+
 def gold_of(i: int) -> str:
     return shop_question(i)[1]
 

@@ -11,12 +11,9 @@ from tests.annotations.experiments.conftest import drive, helped_script
 pytestmark = pytest.mark.django_db
 
 
-def test_suite_candidate_experiment_report_and_publish_through_the_api(client, shop, make_exemplar, annotator,
+def test_suite_candidate_experiment_report_and_publish_through_the_api(client, shop, team, make_exemplar, annotator,
                                                                        curator, replay_llm):
-    a = make_exemplar("MARK-A", author=annotator, reviewer=curator)
     b = make_exemplar("MARK-B", author=annotator)
-    team = exemplar_services.set_create(name="team", user=curator)
-    exemplar_services.set_publish(exemplar_set=team, exemplars=[a], user=curator)
     replay_llm(helped_script({2: "MARK-B"}, always_right={0}))
 
     client.force_login(annotator)

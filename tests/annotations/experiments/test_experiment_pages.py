@@ -18,14 +18,6 @@ from tests.annotations.experiments.conftest import drive, helped_script
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def team(make_exemplar, annotator, curator):
-    a = make_exemplar("MARK-A", author=annotator, reviewer=curator)
-    exemplar_set = exemplar_services.set_create(name="team", user=curator)
-    exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[a], user=curator)
-    return exemplar_set
-
-
 def _text(response) -> str:
     return re.sub(r"\s+", " ", response.content.decode())
 

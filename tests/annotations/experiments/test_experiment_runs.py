@@ -7,7 +7,6 @@ import pytest
 
 from agent.models import AgentSession
 from annotations.exemplars import selectors as exemplar_selectors
-from annotations.exemplars import services as exemplar_services
 from annotations.experiments import selectors, services
 from annotations.experiments.models import ExperimentRun
 from annotations.models import ExemplarSetVersion
@@ -16,24 +15,15 @@ from tests.annotations.experiments.conftest import drive, helped_script
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def team_set(make_exemplar, annotator, curator):
-    """Set "team" published as v1 with exemplar A (marker MARK-A)."""
-    a = make_exemplar("MARK-A", author=annotator, reviewer=curator)
-    exemplar_set = exemplar_services.set_create(name="team", user=curator)
-    exemplar_services.set_publish(exemplar_set=exemplar_set, exemplars=[a], user=curator)
-    return exemplar_set, a
-
-
 def _suite(shop, curator, indexes=range(8)):
     suite = services.suite_create(name="all eight", dataset=shop, user=curator,
                                   sources=[{"kind": "picked", "questions": list(indexes)}])
     return suite.latest_version()
 
 
-def test_the_candidate_wins_on_exactly_the_questions_its_new_exemplar_helps(shop, team_set, make_exemplar,
+def test_the_candidate_wins_on_exactly_the_questions_its_new_exemplar_helps(shop, team, make_exemplar,
                                                                            annotator, curator, replay_llm):
-    exemplar_set, a = team_set
+    exemplar_set = team
     b = make_exemplar("MARK-B", author=annotator)  # a draft: candidates take drafts
     server = replay_llm(helped_script({1: "MARK-B", 4: "MARK-B", 6: "MARK-A"}, always_right={0, 2}))
     candidate = services.candidate_create(exemplar_set=exemplar_set, user=curator, exemplars=[b])
@@ -73,13 +63,13 @@ def test_the_candidate_wins_on_exactly_the_questions_its_new_exemplar_helps(shop
     assert session.config["exemplars_choice"] == "chosen"
 
 
-def test_removing_a_published_exemplar_shows_the_questions_it_cost(shop, team_set, make_exemplar, annotator,
+def test_removing_a_published_exemplar_shows_the_questions_it_cost(shop, team, make_exemplar, annotator,
                                                                    curator, replay_llm):
-    exemplar_set, a = team_set
+    exemplar_set = team
     b = make_exemplar("MARK-B", author=annotator)
     replay_llm(helped_script({1: "MARK-B", 6: "MARK-A"}, always_right={0}))
     candidate = services.candidate_create(exemplar_set=exemplar_set, user=curator, exemplars=[b])
-    services.candidate_remove(candidate=candidate, item=candidate.items.get(exemplar=a), user=curator)
+    services.candidate_remove(candidate=candidate, item=candidate.items.get(position=0), user=curator)
     experiment = services.experiment_create(candidate=candidate, suite_version=_suite(shop, curator), user=curator)
     drive(r.run for r in experiment.runs.select_related("run"))
     report = selectors.experiment_report(experiment=experiment, user=curator)
@@ -90,9 +80,9 @@ def test_removing_a_published_exemplar_shows_the_questions_it_cost(shop, team_se
     assert "6" in selectors.render_report(report).split("lost")[1]
 
 
-def test_a_gain_on_most_of_the_suite_in_every_trial_is_called_better(shop, team_set, make_exemplar, annotator,
+def test_a_gain_on_most_of_the_suite_in_every_trial_is_called_better(shop, team, make_exemplar, annotator,
                                                                       curator, replay_llm):
-    exemplar_set, _ = team_set
+    exemplar_set = team
     b = make_exemplar("MARK-B", author=annotator)
     replay_llm(helped_script({i: "MARK-B" for i in range(1, 8)}, always_right={0}))
     candidate = services.candidate_create(exemplar_set=exemplar_set, user=curator, exemplars=[b])
@@ -110,9 +100,9 @@ def test_a_gain_on_most_of_the_suite_in_every_trial_is_called_better(shop, team_
     assert "7 gained" in lines and "0 lost" in lines
 
 
-def test_a_candidate_is_never_offered_where_published_versions_are(shop, team_set, make_exemplar, annotator,
+def test_a_candidate_is_never_offered_where_published_versions_are(shop, team, make_exemplar, annotator,
                                                                    curator):
-    exemplar_set, _ = team_set
+    exemplar_set = team
     candidate = services.candidate_create(exemplar_set=exemplar_set, user=curator,
                                           exemplars=[make_exemplar("MARK-B", author=annotator)])
     services.candidate_freeze(candidate=candidate)
@@ -124,12 +114,12 @@ def test_a_candidate_is_never_offered_where_published_versions_are(shop, team_se
     assert all(v.exemplar_set.name != "team" or v.number == 1 for v in exemplar_selectors.published_versions())
 
 
-def test_an_experiment_refused_stores_nothing(shop, team_set, curator, annotator, make_exemplar, replay_llm):
+def test_an_experiment_refused_stores_nothing(shop, team, curator, annotator, make_exemplar, replay_llm):
     from django.core.exceptions import ValidationError
 
     from annotations.runs.models import Run
 
-    exemplar_set, _ = team_set
+    exemplar_set = team
     replay_llm(helped_script({}))
     candidate = services.candidate_create(exemplar_set=exemplar_set, user=curator,
                                           exemplars=[make_exemplar("MARK-B", author=annotator)])
