@@ -6,12 +6,14 @@ The experiment report reads its runs' stored items and sessions once and hands t
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import Count, Q, QuerySet
 
 from agent.strategies.prompt import FewShot, estimate_tokens, system_prompt
@@ -315,6 +317,10 @@ def experiment_report(*, experiment: Experiment, user=None) -> dict[str, Any]:
         candidate_ex=[t["ex"] if state in ("done",) else None for t in arm_summaries["candidate"]["trials"]],
         baseline_ex=[t["ex"] if state in ("done",) else None for t in arm_summaries["baseline"]["trials"]],
         outcomes=outcomes_for_verdict)
+    verdict = comparison.verdict
+    if state in ("cancelled", "failed"):
+        verdict = trial_stats.Verdict("incomplete", f"No verdict: the experiment was {state} before every run was "
+                                                    "scored.", None, None, verdict.gained, verdict.lost)
     arm_summaries["candidate"]["spread"] = comparison.candidate
     arm_summaries["baseline"]["spread"] = comparison.baseline
     counts = defaultdict(int)
@@ -322,7 +328,7 @@ def experiment_report(*, experiment: Experiment, user=None) -> dict[str, Any]:
         counts[q["kind"]] += 1
     left_out = sum(1 for q in questions if q["in_prompt"])
     return {"experiment": experiment, "state": state, "runs": runs, "arms": arm_summaries,
-            "questions": questions, "counts": dict(counts), "verdict": comparison.verdict,
+            "questions": questions, "counts": dict(counts), "verdict": verdict,
             "gained": [q for q in questions if q["kind"] == "gained"],
             "lost": [q for q in questions if q["kind"] == "lost"], "left_out_of_verdict": left_out}
 
@@ -426,11 +432,26 @@ def experiments_with_exemplar(exemplar: Exemplar, experiments: QuerySet[Experime
 
 
 def experiment_summary(experiment: Experiment, user=None) -> dict[str, Any]:
-    """A line of an experiment list: state and verdict (the report, without building the page)."""
+    """A line of an experiment list: state, verdict, spreads and flip counts. A finished experiment's are kept in
+    the cache (they no longer change; labels, which do, are not in them), so a list does not read every item of
+    every run again."""
+    runs = experiment_runs(experiment)
+    state = experiment_state(experiment, runs)
+    key = None
+    if state not in ("running", "cancelling"):
+        stamps = ",".join(f"{r.pk}.{r.status}.{r.evaluated_at.timestamp() if r.evaluated_at else 0}"
+                          for r in sorted(runs.values(), key=lambda r: r.pk))
+        key = f"t2s:experiment-summary:{experiment.pk}:{hashlib.sha1(stamps.encode()).hexdigest()}"
+        cached = cache.get(key)
+        if cached is not None:
+            return {"experiment": experiment, **cached}
     report = experiment_report(experiment=experiment, user=user)
-    return {"experiment": experiment, "state": report["state"], "verdict": report["verdict"],
-            "candidate": report["arms"]["candidate"]["spread"], "baseline": report["arms"]["baseline"]["spread"],
-            "gained": len(report["gained"]), "lost": len(report["lost"])}
+    figures = {"state": report["state"], "verdict": report["verdict"],
+               "candidate": report["arms"]["candidate"]["spread"], "baseline": report["arms"]["baseline"]["spread"],
+               "gained": len(report["gained"]), "lost": len(report["lost"])}
+    if key is not None:
+        cache.set(key, figures, timeout=7 * 24 * 3600)
+    return {"experiment": experiment, **figures}
 
 
 def regression_for_content(*, exemplar_set: ExemplarSet, content_hash: str) -> dict[str, Any] | None:

@@ -59,13 +59,14 @@ class App:
             proc.wait()
 
 
-def cpu_between(stats: Path, start: float, end: float) -> float:
-    """The worker's CPU seconds between two moments, from its one-a-second samples."""
+def cpu_between(stats: Path, start: float, end: float, field: str = "cpu_s") -> float:
+    """The worker's CPU seconds (``dispatch_cpu_s``: its dispatcher's) between two moments, from its one-a-second
+    samples."""
     rows = [json.loads(line) for line in stats.read_text().splitlines() if line.strip()]
     inside = [r for r in rows if start <= r["t"] <= end + 1.5] or rows
     before = [r for r in rows if r["t"] < start]
     first = before[-1] if before else inside[0]
-    return inside[-1]["cpu_s"] - first["cpu_s"]
+    return inside[-1][field] - first[field]
 
 
 def load() -> str:
@@ -121,11 +122,12 @@ def main(argv: list[str] | None = None) -> int:
                     run_id = app.step("run", str(args.concurrency)).splitlines()[-1]
                     plain = app.watch("run", run_id, 3600)
                     plain_cpu = cpu_between(stats, plain["created"], plain["evaluated"])
+                    plain_dispatch = cpu_between(stats, plain["created"], plain["evaluated"], "dispatch_cpu_s")
                     plain_wall = plain["last_finish"] - plain["created"]
                     print(f"\n{repeat}. ordinary run: {plain['sessions']} sessions, {plain_wall:.1f} s to the last "
                           f"session, scored {plain['evaluated'] - plain['created']:.1f} s after the launch; worker "
-                          f"CPU {plain_cpu:.1f} s = {1000 * plain_cpu / plain['sessions']:.1f} ms a session "
-                          f"(load {load()})")
+                          f"CPU {plain_cpu:.1f} s = {1000 * plain_cpu / plain['sessions']:.1f} ms a session, "
+                          f"{plain_dispatch:.1f} s of it dispatching (load {load()})")
                     started = time.time()
                     command = subprocess.run(
                         [sys.executable, "manage.py", "experiment", "--set", "team", "--candidate", "1", "--suite",
@@ -137,17 +139,21 @@ def main(argv: list[str] | None = None) -> int:
                     experiment_id = re.search(r"Experiment #(\d+) started", command.stdout).group(1)
                     exp = json.loads(app.step("report", "experiment", experiment_id).splitlines()[-1])
                     exp_cpu = cpu_between(stats, exp["created"], exp["evaluated"])
+                    exp_dispatch = cpu_between(stats, exp["created"], exp["evaluated"], "dispatch_cpu_s")
                     exp_wall = exp["last_finish"] - exp["created"]
                     print(f"   experiment #{experiment_id}: {exp['runs']} runs, {exp['sessions']} sessions "
                           f"(expected {sessions_per_experiment}), {exp_wall:.1f} s to the last session, every run "
                           f"scored {exp['evaluated'] - exp['created']:.1f} s after the launch, the command returned "
                           f"after {took:.1f} s; worker CPU {exp_cpu:.1f} s = "
-                          f"{1000 * exp_cpu / exp['sessions']:.1f} ms a session (load {load()})")
+                          f"{1000 * exp_cpu / exp['sessions']:.1f} ms a session, {exp_dispatch:.1f} s of it "
+                          f"dispatching (load {load()})")
                     runs = 2 * args.trials
                     print(f"   against {runs} ordinary runs: CPU {exp_cpu / (runs * plain_cpu):.2f} x, wall to the "
                           f"last session {exp_wall / (runs * plain_wall):.2f} x; {exp['tokens']:,} tokens")
-                    # the command's report, without its first line and its progress line ("\r"-separated)
-                    report = [line for line in command.stdout.split("\n")[1:] if line and not line.startswith("\r")]
+                    # the command's report, without its first line and its progress lines (text mode reads each
+                    # "\r" as a new line)
+                    report = [line for line in command.stdout.split("\n")[1:]
+                              if line.strip() and "questions done over all runs" not in line]
                     print("   " + "\n   ".join(report))
             finally:
                 stop(worker)
