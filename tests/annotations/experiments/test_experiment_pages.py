@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.urls import reverse
 
 from annotations.exemplars import services as exemplar_services
 from annotations.experiments import selectors, services
@@ -81,6 +82,14 @@ def test_launch_report_side_by_side_and_publish_through_the_pages(client, shop, 
     candidate_side = side.split('id="side-candidate"')[1].split('id="side-baseline"')[0]
     assert "badge ok\">correct" in candidate_side and "WHERE grp = 1" in candidate_side
     assert "badge error\">wrong" in side.split('id="side-baseline"')[1]
+
+    # Its runs and sessions say which candidate they sent (never as a published version).
+    run = experiment.runs.get(arm="candidate", trial=1).run
+    run_page = _text(client.get(run.get_absolute_url()))
+    assert "team candidate 1</a> (unpublished)" in run_page and f"experiment #{experiment.pk}</a> (candidate, trial 1)" \
+        in run_page
+    session_page = _text(client.get(reverse("session_detail", args=[run.items.first().session_id])))
+    assert "team candidate 1</a> (2 exemplars, unpublished: an experiment's run)" in session_page
 
     # The set page lists the experiment; the exemplar's author sees how their exemplar did.
     assert f"#{experiment.pk}</a>" in _text(client.get(team.get_absolute_url()))
