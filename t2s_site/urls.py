@@ -18,6 +18,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api_schema"), name="api_docs"),
     path("exemplars/", include("annotations.exemplars.urls")),
+    path("experiments/", include("annotations.experiments.urls")),
     path("", include("annotations.runs.urls")),
     path("", include("annotations.labels.urls")),
     path("", include("agent.urls")),

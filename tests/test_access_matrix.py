@@ -212,6 +212,64 @@ EXPECTATIONS: dict[str, Rule] = {
                         api=True),
 }
 
+# exemplar experiments (the world's candidate holds the Annotator's exemplar on the granted database; its suite is
+# on the world's dataset; Curators build suites and candidates, run experiments and publish)
+EXPECTATIONS.update({
+    "experiments:experiment_list": Rule({"GET": ALL}),
+    "experiments:experiment_detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.experiment.pk}, scoped=True),
+    "experiments:experiment_question": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.experiment.pk,
+                                                                           "question_id": w.item.question_id},
+                                            scoped=True),
+    "experiments:experiment_cancel": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.experiment.pk},
+                                          scoped=True),
+    "experiments:experiment_new": Rule({"GET": only(CURATOR), "POST": only(CURATOR)},
+                                       kwargs=lambda w: {"pk": w.candidate.pk}, scoped=True),
+    "experiments:suite_list": Rule({"GET": ALL, "POST": only(CURATOR)}),
+    "experiments:suite_detail": Rule({"GET": ALL, "POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.suite.pk},
+                                     scoped=True),
+    "experiments:suite_version": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.suite.pk, "number": 1}, scoped=True),
+    "experiments:candidate_new": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}),
+    "experiments:candidate_detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.candidate.pk}, scoped=True),
+    "experiments:candidate_preview": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.candidate.pk}, scoped=True,
+                                          query="database=secret&question=How+many%3F"),
+    "experiments:candidate_edit": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.candidate.pk},
+                                       scoped=True, data=lambda w: {"title": "t"}),
+    "experiments:candidate_add": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.candidate.pk}, scoped=True,
+                                      data=lambda w: {"exemplar": w.exemplar.pk}),
+    "experiments:candidate_item": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {
+        "pk": w.candidate.pk, "item_id": w.candidate_item.pk, "op": "up"}, scoped=True),
+    "experiments:candidate_discard": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.candidate.pk},
+                                          scoped=True),
+    "experiments:candidate_publish": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.candidate.pk},
+                                          scoped=True),
+    "experiments:exemplar_from_failure": Rule({"POST": only(ANNOTATOR, CURATOR)},
+                                              kwargs=lambda w: {"item_id": w.item.pk}, scoped=True),
+    # experiments API
+    "suite-list": Rule({"GET": ALL, "POST": only(CURATOR)}, api=True),
+    "suite-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.suite.pk}, scoped=True, api=True),
+    "suite-versions": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.suite.pk}, scoped=True, api=True,
+                           data=lambda w: {"sources": [{"kind": "picked", "questions": [0]}]}),
+    "suite-version-list": Rule({"GET": ALL}, api=True),
+    "suite-version-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.suite_version.pk}, scoped=True, api=True),
+    "candidate-list": Rule({"GET": ALL, "POST": only(CURATOR)}, api=True),
+    "candidate-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.candidate.pk}, scoped=True, api=True),
+    "candidate-add": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.candidate.pk}, scoped=True, api=True,
+                          data=lambda w: {"exemplar": w.exemplar.pk}),
+    "candidate-item": Rule({"PATCH": only(CURATOR), "DELETE": only(CURATOR)},
+                           kwargs=lambda w: {"pk": w.candidate.pk, "item_id": w.candidate_item.pk}, scoped=True,
+                           api=True, data=lambda w: {"sends": "current"}),
+    "candidate-publish": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.candidate.pk}, scoped=True,
+                              api=True),
+    "candidate-discard": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.candidate.pk}, scoped=True,
+                              api=True),
+    "experiment-list": Rule({"GET": ALL, "POST": only(CURATOR)}, api=True),
+    "experiment-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.experiment.pk}, scoped=True, api=True),
+    "experiment-cancel": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.experiment.pk}, scoped=True,
+                              api=True),
+    # an item of a database not granted is a field error ("no item"), as an unknown id
+    "exemplar-from-failure": Rule({"POST": only(ANNOTATOR, CURATOR)}, api=True, data=lambda w: {"item": w.item.pk}),
+})
+
 NAMESPACE_EXPECTATIONS: dict[str, NamespaceRule] = {
     "admin": NamespaceRule(login_prefix="/admin/login/"),  # staff only; no role makes an account staff
 }
@@ -270,6 +328,11 @@ class World:
     step: Any = None
     exemplar_set: Any = None
     import_job: Any = None
+    suite: Any = None
+    suite_version: Any = None
+    candidate: Any = None
+    candidate_item: Any = None
+    experiment: Any = None
     users: dict[str, User] = field(default_factory=dict)
 
 
@@ -327,7 +390,30 @@ def world(db, make_sqlite, django_user_model) -> World:
     w.step = ExemplarStep.objects.create(exemplar=w.exemplar, position=0, thought="Count.",
                                          action='ExecuteSQL("SELECT count(*) FROM singer")')
     w.exemplar_set = ExemplarSet.objects.create(name="set", created_by=w.users[CURATOR])
-    ExemplarSetVersion.objects.create(exemplar_set=w.exemplar_set, number=1, exemplars=[], content_hash="0" * 64)
+    version = ExemplarSetVersion.objects.create(exemplar_set=w.exemplar_set, number=1, exemplars=[],
+                                                content_hash="0" * 64)
+    from annotations.experiments.models import (
+        Candidate,
+        CandidateItem,
+        CandidateSnapshot,
+        Experiment,
+        Suite,
+        SuiteQuestion,
+        SuiteVersion,
+    )
+
+    w.suite = Suite.objects.create(name="suite", dataset=w.dataset)
+    w.suite_version = SuiteVersion.objects.create(suite=w.suite, number=1, recipe=[{"kind": "picked",
+                                                                                    "questions": [0]}],
+                                                  question_count=1)
+    SuiteQuestion.objects.create(version=w.suite_version, question=question, position=0, origins=[{"kind": "picked"}])
+    w.candidate = Candidate.objects.create(exemplar_set=w.exemplar_set, number=1, base_version=version)
+    w.candidate_item = CandidateItem.objects.create(candidate=w.candidate, position=0, exemplar=w.exemplar)
+    snapshot = CandidateSnapshot.objects.create(candidate=w.candidate, exemplars=[], content_hash="1" * 64)
+    w.experiment = Experiment.objects.create(exemplar_set=w.exemplar_set, candidate=w.candidate,
+                                             candidate_snapshot=snapshot, baseline_version=version,
+                                             suite_version=w.suite_version, strategy="interactive_t2s",
+                                             created_by=w.users[CURATOR])
     from agent.models import ImportJob
 
     w.import_job = ImportJob.objects.create(kind="dataset", name="upload", created_by=w.users[OPERATOR])

@@ -3,20 +3,17 @@ the exemplar services (authoring, review, publishing), imports in the importer."
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agent import policies as agent_policies
-from agent.api import ListCursorPagination, field_errors
+from agent.api import ListCursorPagination, service_call
 from agent.api_permissions import PolicyPermission
 from agent.models import Database
 from annotations import policies
@@ -25,15 +22,7 @@ from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion, Exempl
 from . import selectors, services
 from .importer import ImportProblem, import_upload
 
-
-def _call(fn, **kwargs):
-    """A service call with its Django errors as DRF's (field errors, 403)."""
-    try:
-        return fn(**kwargs)
-    except DjangoValidationError as exc:
-        raise field_errors(exc) from None
-    except DjangoPermissionDenied as exc:
-        raise PermissionDenied(str(exc)) from None
+_call = service_call  # a service call with its Django errors as DRF's
 
 
 class StepSerializer(serializers.ModelSerializer):

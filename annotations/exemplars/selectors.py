@@ -13,6 +13,9 @@ from agent.strategies.prompt import Exemplar as PromptExemplar
 from agent.strategies.prompt import (
     FewShot,
     Step,
+    build_messages,
+    dialect_label,
+    estimate_message_tokens,
     estimate_tokens,
     render_exemplar,
     schema_text,
@@ -26,7 +29,7 @@ SNAPSHOT_KEYS = ("exemplar_id", "database", *PROMPT_KEYS, "notes", "tags")
 
 def exemplars_for_version(version: ExemplarSetVersion) -> tuple[PromptExemplar, ...]:
     """The version's exemplars, in order, as the agent's prompt takes them (``SessionContext.exemplars``)."""
-    return tuple(PromptExemplar.from_dict({k: item.get(k) for k in PROMPT_KEYS}) for item in version.exemplars)
+    return exemplars_from_items(version.exemplars)
 
 
 def exemplar_schema_text(exemplar: Exemplar) -> str:
@@ -70,6 +73,25 @@ def content_hash(*, tool_description: str, exemplars: Sequence[Mapping[str, Any]
     if tool_description_no_findpath:  # absent from older versions' hashes, which stay valid
         body["tool_description_no_findpath"] = tool_description_no_findpath
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def prompt_preview(*, database, question: str, evidence: str | None, enabled_tools: Sequence[str],
+                   use_evidence: bool, exemplars: Sequence[PromptExemplar], tool_description: str = "",
+                   tool_description_no_findpath: str = "") -> dict[str, Any]:
+    """The exact first messages a session on ``database`` would send with these exemplars (the agent's own
+    ``build_messages``) and their token counts: the preview of a published version and of a candidate alike."""
+    msgs = build_messages(
+        schema=database.schema_info(), question=question, evidence=evidence or None, exemplars=exemplars,
+        enabled_tools=enabled_tools, use_evidence=use_evidence, dialect=dialect_label(database.engine),
+        custom_tool_description=tool_description or None,
+        custom_tool_description_no_findpath=tool_description_no_findpath or None)
+    return {"messages_out": [(m, estimate_tokens(m.content)) for m in msgs],
+            "total_tokens": estimate_message_tokens(msgs), "database": database}
+
+
+def exemplars_from_items(items: Sequence[Mapping[str, Any]]) -> tuple[PromptExemplar, ...]:
+    """Stored exemplar snapshots (a version's or a candidate's) as the agent's prompt takes them."""
+    return tuple(PromptExemplar.from_dict({k: item.get(k) for k in PROMPT_KEYS}) for item in items)
 
 
 def version_text(version: ExemplarSetVersion, *, use_evidence: bool = True) -> str:

@@ -209,6 +209,17 @@ def exemplar_rerun_stale(*, exemplar: Exemplar, user) -> int:
     return len(pending)
 
 
+def swap_positions(row, other) -> None:
+    """Swap two rows' ``position`` under a unique (parent, position) constraint (in the caller's transaction)."""
+    a, b = row.position, other.position
+    row.position = 10**6  # out of the way of the unique (parent, position)
+    row.save(update_fields=["position"])
+    other.position = a
+    other.save(update_fields=["position"])
+    row.position = b
+    row.save(update_fields=["position"])
+
+
 def step_move(*, step: ExemplarStep, user, offset: int) -> None:
     """Swap a step with its neighbour (offset -1: up, +1: down); later observations become stale."""
     exemplar = step.exemplar
@@ -220,12 +231,7 @@ def step_move(*, step: ExemplarStep, user, offset: int) -> None:
         if step.is_done or other.is_done:
             raise ValidationError("Done stays the last step.")
         a, b = step.position, other.position
-        step.position = 10**6  # out of the way of the unique (exemplar, position)
-        step.save(update_fields=["position"])
-        other.position = a
-        other.save(update_fields=["position"])
-        step.position = b
-        step.save(update_fields=["position"])
+        swap_positions(step, other)
         _mark_later_stale(exemplar, max(min(a, b), 1) - 1)  # both moved steps have a new context
         _content_changed(exemplar)
 
@@ -312,14 +318,17 @@ def exemplar_mark_approved_on_import(*, exemplar: Exemplar, user, source: str) -
 # --- promote a session -------------------------------------------------------------------------
 
 
-def exemplar_promote_session(*, session: AgentSession, user) -> Exemplar:
-    """A new draft from an agent session: its turns become editable steps, observations as recorded."""
+def exemplar_promote_session(*, session: AgentSession, user, final_sql: str | None = None, source: str = "",
+                             notes: str = "") -> Exemplar:
+    """A new draft from an agent session: its turns become editable steps, observations as recorded.
+    ``final_sql`` (None: the session's), ``source`` and ``notes`` replace what the session gives."""
     turns = [t for t in Turn.objects.for_session(session) if (t.action or "").strip()]
     with transaction.atomic():
         exemplar = Exemplar.objects.create(
             database=session.database, question=session.question, evidence=session.evidence or "",
-            final_sql=session.final_sql or "", source=f"session #{session.pk}",
-            notes=f"Promoted from agent session #{session.pk} ({session.get_status_display()}).",
+            final_sql=session.final_sql or "" if final_sql is None else final_sql,
+            source=source or f"session #{session.pk}",
+            notes=notes or f"Promoted from agent session #{session.pk} ({session.get_status_display()}).",
             author=user if user is not None and user.is_authenticated else None)
         for i, turn in enumerate(turns):
             ExemplarStep.objects.create(exemplar=exemplar, position=i, thought=turn.thought or "",
@@ -342,7 +351,8 @@ def set_create(*, name: str, user, description: str = "") -> ExemplarSet:
 
 
 def set_publish(*, exemplar_set: ExemplarSet, exemplars: Sequence[Exemplar], user, tool_description: str = "",
-                note: str = "", source: str = "", tool_description_no_findpath: str = "") -> ExemplarSetVersion:
+                note: str = "", source: str = "", tool_description_no_findpath: str = "",
+                confirm_regression: bool = False) -> ExemplarSetVersion:
     """A new immutable version of the set holding a frozen copy of these approved exemplars, in this order."""
     if user is not None and user.is_authenticated:
         policies.check_can_publish_set(user, exemplar_set)
@@ -355,7 +365,30 @@ def set_publish(*, exemplar_set: ExemplarSet, exemplars: Sequence[Exemplar], use
         not_approved = [f"#{i}" for i in ids if i not in fresh or fresh[i].state != Exemplar.State.APPROVED]
         if not_approved:
             raise ValidationError(f"Only approved exemplars are published; not approved: {', '.join(not_approved)}.")
-        items = [selectors.exemplar_snapshot(fresh[i]) for i in ids]
+        return set_publish_items(
+            exemplar_set=exemplar_set, items=[selectors.exemplar_snapshot(fresh[i]) for i in ids], user=user,
+            tool_description=tool_description, tool_description_no_findpath=tool_description_no_findpath,
+            note=note, source=source, confirm_regression=confirm_regression)
+
+
+class Regressed(ValidationError):
+    """Publishing content whose latest experiment regressed, without confirming it."""
+
+
+def set_publish_items(*, exemplar_set: ExemplarSet, items: Sequence[dict], user, tool_description: str = "",
+                      tool_description_no_findpath: str = "", note: str = "", source: str = "",
+                      confirm_regression: bool = False) -> ExemplarSetVersion:
+    """The next version from exemplar snapshots (approved exemplars' or a candidate's, checked by the caller).
+
+    When the latest finished experiment that tested exactly this content regressed (its mean EX below its
+    baseline's), only with ``confirm_regression``: otherwise ``Regressed`` says which experiment and how."""
+    from annotations.experiments.selectors import regression_for_content
+
+    if user is not None and user.is_authenticated:
+        policies.check_can_publish_set(user, exemplar_set)
+    with transaction.atomic():
+        ExemplarSet.objects.select_for_update().get(pk=exemplar_set.pk)
+        items = [dict(item) for item in items]
         tool_description = (tool_description or "").strip()
         no_findpath = (tool_description_no_findpath or "").strip()
         digest = selectors.content_hash(tool_description=tool_description, exemplars=items,
@@ -363,6 +396,11 @@ def set_publish(*, exemplar_set: ExemplarSet, exemplars: Sequence[Exemplar], use
         latest = exemplar_set.versions.order_by("-number").first()
         if latest is not None and latest.content_hash == digest:
             raise ValidationError(f"Nothing changed since version {latest.number}.")
+        regression = regression_for_content(exemplar_set=exemplar_set, content_hash=digest)
+        if regression is not None and not confirm_regression:
+            experiment = regression["experiment"]
+            raise Regressed(f"Experiment #{experiment.pk} tested exactly this content and it regressed: "
+                            f"{regression['verdict'].text} Confirm to publish it anyway.", code="regressed")
         return ExemplarSetVersion.objects.create(
             exemplar_set=exemplar_set, number=(latest.number + 1) if latest else 1,
             tool_description=tool_description, tool_description_no_findpath=no_findpath, exemplars=items,

@@ -14,14 +14,9 @@ from django.views.decorators.http import require_GET, require_POST
 from agent import policies as agent_policies
 from agent import services as agent_services
 from agent.sql import SQLError
-from agent.strategies.prompt import (
-    build_messages,
-    dialect_label,
-    estimate_message_tokens,
-    estimate_tokens,
-    render_exemplar,
-)
+from agent.strategies.prompt import estimate_tokens, render_exemplar
 from annotations import policies
+from annotations.experiments import selectors as experiment_selectors
 from annotations.models import Exemplar, ExemplarSetVersion
 
 from . import selectors, services
@@ -102,7 +97,14 @@ def exemplar_detail(request: HttpRequest, pk: int) -> HttpResponse:
         reviewers=list(policies.exemplar_reviewers(exemplar)[:20]) if exemplar.state == "in_review" else [],
         token_estimate=selectors.exemplar_token_estimate(exemplar),
         versions=[v for v in ExemplarSetVersion.objects.select_related("exemplar_set").order_by("-created_at")[:200]
-                  if any(e.get("exemplar_id") == exemplar.pk for e in v.exemplars)])
+                  if any(e.get("exemplar_id") == exemplar.pk for e in v.exemplars)],
+        experiments=[experiment_selectors.experiment_summary(e, request.user) for e in
+                     experiment_selectors.experiments_with_exemplar(exemplar,
+                                                                    policies.visible_experiments(request.user))],
+        can_edit_candidates=policies.can_edit_candidates(request.user),
+        open_candidates=policies.visible_candidates(request.user).filter(state="open").select_related(
+            "exemplar_set")[:50] if policies.can_edit_candidates(request.user) else [],
+        sets=selectors.set_list() if policies.can_edit_candidates(request.user) else [])
     if context["done"] and exemplar.final_sql and exemplar.database_id:
         context.update(_final_sql_check(exemplar))
     return render(request, "annotations/exemplar_detail.html", context)
@@ -322,10 +324,16 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     candidates = list(policies.visible_exemplars(request.user).approved().select_related("database"))
     in_latest_not_approved = [i for i in order if i not in {c.pk for c in candidates}]
     candidates.sort(key=lambda e: (order.get(e.pk, 10**6), e.pk))
+    experiments = [experiment_selectors.experiment_summary(e, request.user)
+                   for e in experiment_selectors.set_experiments(exemplar_set,
+                                                                 policies.visible_experiments(request.user))[:10]]
     return render(request, "annotations/set_detail.html", {
         "exemplar_set": exemplar_set, "versions": versions, "latest": latest, "order": order,
         "candidates": [(e, order.get(e.pk, "")) for e in candidates], "left_out": in_latest_not_approved,
-        "tool_description": latest.tool_description if latest else ""})
+        "tool_description": latest.tool_description if latest else "",
+        "drafts": policies.visible_candidates(request.user).filter(exemplar_set=exemplar_set).order_by("-number")[:20],
+        "experiments": experiments, "regressed": next((r for r in experiments if r["verdict"].regressed), None),
+        "can_edit_candidates": policies.can_edit_candidates(request.user)})
 
 
 @require_POST
@@ -345,7 +353,8 @@ def set_publish(request: HttpRequest, set_id: int) -> HttpResponse:
     try:
         version = services.set_publish(
             exemplar_set=exemplar_set, exemplars=[rows[pk] for _, pk in chosen if pk in rows], user=request.user,
-            tool_description=request.POST.get("tool_description", ""), note=request.POST.get("note", ""))
+            tool_description=request.POST.get("tool_description", ""), note=request.POST.get("note", ""),
+            confirm_regression=request.POST.get("confirm_regression") == "on")
     except ValidationError as exc:
         for m in _errors(exc):
             messages.error(request, m)
@@ -388,16 +397,12 @@ def version_preview(request: HttpRequest, set_id: int, number: int) -> HttpRespo
     form = PreviewForm(request.GET or None, user=request.user)
     context = {"version": version, "exemplar_set": version.exemplar_set, "form": form}
     if form.is_valid():
-        database = form.cleaned_data["database"]
-        schema = database.schema_info()
-        msgs = build_messages(
-            schema=schema, question=form.cleaned_data["question"], evidence=form.cleaned_data["evidence"] or None,
-            exemplars=selectors.exemplars_for_version(version), enabled_tools=form.cleaned_data["tools"],
-            use_evidence=form.cleaned_data["use_evidence"], dialect=dialect_label(database.engine),
-            custom_tool_description=version.tool_description or None,
-            custom_tool_description_no_findpath=version.tool_description_no_findpath or None)
-        context.update(messages_out=[(m, estimate_tokens(m.content)) for m in msgs],
-                       total_tokens=estimate_message_tokens(msgs), database=database)
+        data = form.cleaned_data
+        context.update(selectors.prompt_preview(
+            database=data["database"], question=data["question"], evidence=data["evidence"],
+            enabled_tools=data["tools"], use_evidence=data["use_evidence"],
+            exemplars=selectors.exemplars_for_version(version), tool_description=version.tool_description,
+            tool_description_no_findpath=version.tool_description_no_findpath))
     return render(request, "annotations/version_preview.html", context)
 
 

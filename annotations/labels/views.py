@@ -117,6 +117,7 @@ def review(request: HttpRequest, item_id: int) -> HttpResponse:
                            suggested={s.key: s.reason for s in suggested}, error=conflict, adjudicating=adjudicating),
         **_others_context(item=item, user=request.user, adjudicating=adjudicating),
         "review_start": can_label and not conflict,
+        "can_write_exemplar": item.ex is False and policies.can_author_exemplars(request.user),
     }
     return render(request, "annotations/labels/review.html", context)
 

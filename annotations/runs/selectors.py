@@ -423,4 +423,7 @@ def run_exemplars(*, run: Run) -> dict[str, Any] | None:
     pk = (run.config or {}).get("exemplar_set_version")
     version = ExemplarSetVersion.objects.select_related("exemplar_set").filter(pk=pk).first() if pk else None
     choice = (run.config or {}).get("exemplars_choice") or ("chosen" if pk else "zero-shot")
-    return {"version": version, "choice": choice}
+    from annotations.experiments.models import ExperimentRun
+
+    return {"version": version, "choice": choice, "candidate": (run.config or {}).get("exemplar_candidate"),
+            "experiment": ExperimentRun.objects.filter(run=run).first()}

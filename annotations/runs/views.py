@@ -181,6 +181,7 @@ def run_item(request: HttpRequest, pk: int, item_id: int) -> HttpResponse:
     position = ids.index(item.pk)
     return render(request, "annotations/runs/run_item.html", {
         "item": item, "run": item.run, "results": results, "diff": diff,
+        "can_write_exemplar": item.ex is False and policies.can_author_exemplars(request.user),
         "previous": ids[position - 1] if position else None,
         "next": ids[position + 1] if position + 1 < len(ids) else None})
 

@@ -21,6 +21,16 @@ since exemplars sit in the system message), else ``default``. Each script has
 its own cursor; an exhausted script answers HTTP 400 "replay script exhausted"
 (not retryable, so a test fails fast and clearly).
 
+A keyed script may also be ``{"by_turn": steps}``: stateless, the step is chosen by the number of assistant
+messages the request already holds (the conversation's turn), so any number of conversations with that key,
+at once or one after another (an experiment's trials), get the same answers; past the last step it answers
+"replay script exhausted". Any step may depend on the system message, where the exemplars sit::
+
+    {"if_system_contains": "an exemplar's text", "then": step, "else": step}
+
+(``then``/``else`` are steps, conditional ones too), so a scripted model answers right only when a given
+exemplar is in its prompt.
+
 Usage accounting, deterministic so tests can assert exact totals:
 prompt_tokens = the number of whitespace-separated words over all message
 contents of the request; completion_tokens = the number of words of the text
@@ -83,6 +93,7 @@ class RecordedRequest:
 class _Script:
     steps: list[Step]
     cursor: int = 0
+    by_turn: bool = False  # stateless: the step of the conversation's turn, no cursor
 
 
 _UNSEEN = object()
@@ -233,7 +244,7 @@ class ReplayServer:
     def remaining(self, script_key: str | None = None) -> int:
         with self._state.lock:
             script = self._state.default if script_key is None else self._state.scripts[script_key]
-            return len(script.steps) - script.cursor
+            return len(script.steps) - (0 if script.by_turn else script.cursor)
 
     def start(self) -> ReplayServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -328,9 +339,17 @@ def _normalise(script: Sequence[Step] | Mapping[str, Any]) -> tuple[dict[str, _S
         unknown = set(script) - {"scripts", "default"}
         if unknown:
             raise ValueError(f"keyed script: unknown keys {sorted(unknown)}; expected 'scripts' and 'default'")
-        keyed = {str(k): _Script(_check_steps(v)) for k, v in (script.get("scripts") or {}).items()}
-        return keyed, _Script(_check_steps(script.get("default") or []))
+        keyed = {str(k): _script(v) for k, v in (script.get("scripts") or {}).items()}
+        return keyed, _script(script.get("default") or [])
     return {}, _Script(_check_steps(script))
+
+
+def _script(value: Any) -> _Script:
+    if isinstance(value, Mapping):
+        if set(value) != {"by_turn"}:
+            raise ValueError(f"a script object takes only 'by_turn', got {sorted(value)}")
+        return _Script(_check_steps(value["by_turn"]), by_turn=True)
+    return _Script(_check_steps(value))
 
 
 def _check_steps(steps: Iterable[Step]) -> list[Step]:
@@ -340,6 +359,13 @@ def _check_steps(steps: Iterable[Step]) -> list[Step]:
             continue
         if not isinstance(step, Mapping):
             raise ValueError(f"script step must be a string or an object, got {step!r}")
+        if "if_system_contains" in step:
+            if not isinstance(step["if_system_contains"], str) or set(step) != {"if_system_contains", "then",
+                                                                                 "else"}:
+                raise ValueError(f"a conditional step is {{if_system_contains: text, then: step, else: step}}: "
+                                 f"{step!r}")
+            _check_steps([step["then"], step["else"]])
+            continue
         fault = step.get("fault")
         if fault is None and "text" not in step:
             raise ValueError(f"script step needs 'text' or 'fault': {step!r}")
@@ -421,10 +447,12 @@ class _Handler(BaseHTTPRequestHandler):
         key = _match_key(state.index, messages)  # the index is read-only but for its memo: no lock needed
         with state.lock:
             script = state.default if key is None else state.scripts[key]
-            if script.cursor < len(script.steps):
-                index: int | None = script.cursor
-                step: Step | None = script.steps[script.cursor]
-                script.cursor += 1
+            position = sum(1 for m in messages if m.get("role") == "assistant") if script.by_turn else script.cursor
+            if position < len(script.steps):
+                index: int | None = position
+                step: Step | None = script.steps[position]
+                if not script.by_turn:
+                    script.cursor += 1
             else:
                 index, step = None, None
             state.requests.append(RecordedRequest(path, body, key, index, time.time(), self._headers(),
@@ -432,6 +460,7 @@ class _Handler(BaseHTTPRequestHandler):
         if step is None:
             self._json(400, _error(f"replay script exhausted (script {key!r})", "invalid_request_error"))
             return
+        step = _resolve(step, "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system"))
         spec: Mapping[str, Any] = {"text": step} if isinstance(step, str) else step
         delay_ms = spec.get("latency_ms", spec.get("delay_ms", 0)) or 0
         if delay_ms:
@@ -507,6 +536,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a scripted timeout): nothing to answer
+
+
+def _resolve(step: Step, system: str) -> Step:
+    """A conditional step's branch for this request's system message (a plain step as it is)."""
+    while isinstance(step, Mapping) and "if_system_contains" in step:
+        step = step["then"] if step["if_system_contains"] in system else step["else"]
+    return step
 
 
 def _match_key(index: _KeyIndex, messages: list[dict[str, Any]]) -> str | None:

@@ -214,3 +214,48 @@ def test_an_outage_refuses_connections_and_drops_kept_ones_until_the_server_come
         server.come_back()
         assert kept().json()["choices"][0]["message"]["content"] == "after"  # the script where it stopped
         client.close()
+
+
+def _conversation(server: ReplayServer, system: str, question: str, turns: int) -> list[str]:
+    """A conversation of ``turns`` calls, each after the previous answers (as the agent loop sends them)."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    answers = []
+    for _ in range(turns):
+        body = HTTP.post(f"{server.url}/chat/completions", json={"model": "m", "messages": messages}).json()
+        text = body["choices"][0]["message"]["content"]
+        answers.append(text)
+        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "Observation: ok"}]
+    return answers
+
+
+def test_a_by_turn_script_answers_every_conversation_alike_whatever_their_number_or_order() -> None:
+    with ReplayServer({"scripts": {"Q: count": {"by_turn": ["first", "second"]}}}) as server:
+        with ThreadPoolExecutor(6) as pool:
+            results = list(pool.map(lambda _: _conversation(server, "sys", "Q: count", 2), range(6)))
+        assert results == [["first", "second"]] * 6
+        assert server.remaining("Q: count") == 2  # nothing is consumed
+    with ReplayServer({"scripts": {"Q: count": {"by_turn": ["only"]}}}) as server:
+        messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "Q: count"},
+                    {"role": "assistant", "content": "only"}, {"role": "user", "content": "Observation: x"}]
+        response = HTTP.post(f"{server.url}/chat/completions", json={"model": "m", "messages": messages})
+    assert response.status_code == 400 and "exhausted" in response.json()["error"]["message"]
+
+
+def test_a_conditional_step_answers_by_whether_the_system_message_holds_a_text() -> None:
+    step = {"if_system_contains": "EXEMPLAR-7", "then": "right", "else": {"text": "wrong", "latency_ms": 1}}
+    with ReplayServer({"scripts": {"Q: x": {"by_turn": [step]}}, "default": [step]}) as server:
+        with_it = _conversation(server, "tools ... Example 1 EXEMPLAR-7 ...", "Q: x", 1)
+        without = _conversation(server, "tools ... Example 1 other ...", "Q: x", 1)
+        # the marker in a user message does not count: only the system message, where exemplars sit
+        in_question = _conversation(server, "tools", "Q: x EXEMPLAR-7", 1)
+        sequential = _conversation(server, "EXEMPLAR-7", "no key here", 1)
+    assert (with_it, without, in_question, sequential) == (["right"], ["wrong"], ["wrong"], ["right"])
+
+
+def test_a_malformed_conditional_or_script_object_is_refused_up_front() -> None:
+    with pytest.raises(ValueError, match="conditional"):
+        ReplayServer([{"if_system_contains": "x", "then": "a"}])
+    with pytest.raises(ValueError, match="by_turn"):
+        ReplayServer({"scripts": {"k": {"steps": ["a"]}}})
+    with pytest.raises(ValueError, match="'text' or 'fault'"):
+        ReplayServer([{"if_system_contains": "x", "then": "a", "else": {"latency_ms": 3}}])

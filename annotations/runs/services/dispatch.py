@@ -21,6 +21,7 @@ from agent.services import sessions as session_services
 from agent.services.jobs import enqueue_on_commit
 from agent.services.rows import instance_from_row
 from annotations.exemplars.selectors import few_shot_for_version
+from annotations.experiments.selectors import snapshot_few_shot
 from annotations.models import ExemplarSetVersion
 from annotations.runs.models import DatasetQuestion, Run, RunItem
 from annotations.runs.pools import question_key
@@ -371,8 +372,9 @@ def _start_sessions(run: Run, items: list[_ItemWrite],
     those refused (with the reason as their note), for the caller to write."""
     if not items:
         return [], []
-    version_id = run.config.get("exemplar_set_version")
-    version = _version_few_shot(version_id) if version_id else None
+    version_id, candidate = run.config.get("exemplar_set_version"), run.config.get("exemplar_candidate")
+    version = (_version_few_shot(version_id) if version_id
+               else snapshot_few_shot(candidate["snapshot"]) if candidate else None)
     example_pool = None
     if run.config.get("example_pool"):
         from agent.models import ExamplePool

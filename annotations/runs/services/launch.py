@@ -38,7 +38,8 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
                      paper_replica: bool = False, user=None,
                      db_ids: Sequence[str] = (), limit: int | None = None, max_concurrency: int | None = None,
                      spend_cap: float | None = None, pool: str | None = None, sample: str = "first",
-                     seed: int | None = None) -> Run:
+                     seed: int | None = None, questions: Sequence[DatasetQuestion] | None = None,
+                     exemplar_candidate=None) -> Run:
     """A run of one of our strategies over (a sample of) a dataset: one agent session per question.
 
     ``pool`` (see ``annotations.runs.pools``) is the example pool of retrieving strategies; it is resolved
@@ -48,6 +49,10 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
 
     ``sample``: with a ``limit``, ``"first"`` N questions or a ``"random"`` N drawn with ``seed`` (one is drawn
     and stored when none is given), so the same sample can be run again.
+
+    ``questions`` (of ``dataset``) replaces the selection above by an explicit list (an experiment's suite).
+    ``exemplar_candidate`` (an ``annotations.experiments`` candidate snapshot) is an unpublished candidate
+    version's frozen content instead of a set version: only experiments pass it, never the launch forms.
 
     Sessions are started by ``run_dispatch`` a few at a time (the endpoint's concurrency limit), so a
     1000-question run does not flood the LLM; a spend cap stops starting new ones once reached.
@@ -69,7 +74,15 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
         raise ValidationError({"options": [str(exc)]}) from None
     if sample == "random" and limit and seed is None:
         seed = new_seed()
-    questions = questions_for(dataset, db_ids=db_ids, limit=limit, sample=sample, seed=seed)
+    if exemplar_candidate is not None and (exemplar_set_version is not None or zero_shot or paper_replica):
+        raise ValidationError("A candidate version replaces the exemplar set: pick one or the other.")
+    if questions is not None:
+        questions = list(questions)
+        if any(q.dataset_id != dataset.pk for q in questions):
+            raise ValidationError("Every question of a run belongs to its dataset.")
+        sample, limit, seed, db_ids = "list", None, None, ()
+    else:
+        questions = questions_for(dataset, db_ids=db_ids, limit=limit, sample=sample, seed=seed)
     if not questions:
         raise ValidationError("No question matches this selection.")
     pool_snapshot = None
@@ -82,7 +95,12 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
         pool_snapshot = {**session_services.example_pool_snapshot(stored), "spec": pool}
     concurrency = spend.run_concurrency(max_concurrency, endpoint=endpoint)
     choice = "chosen" if exemplar_set_version is not None else "zero-shot"
-    if exemplar_set_version is None and not zero_shot and strategy == session_services.DEFAULT_EXEMPLARS_STRATEGY:
+    candidate = None
+    if exemplar_candidate is not None:
+        from annotations.experiments.selectors import snapshot_run_config
+
+        choice, candidate = "candidate", snapshot_run_config(exemplar_candidate)
+    elif exemplar_set_version is None and not zero_shot and strategy == session_services.DEFAULT_EXEMPLARS_STRATEGY:
         from annotations.exemplars.paper_sets import default_version
 
         exemplar_set_version = default_version(dataset=dataset,
@@ -94,10 +112,11 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
             created_by=user,
             config={"options": dict(options or {}), "llm": session_services.llm_snapshot(endpoint),
                     "exemplar_set_version": exemplar_set_version.pk if exemplar_set_version else None,
+                    "exemplar_candidate": candidate,
                     "exemplars_choice": choice, "preset": "paper-replica" if paper_replica else None,
                     "max_concurrency": concurrency, "spend_cap": spend_cap, "example_pool": pool_snapshot,
                     "sample": {"db_ids": list(db_ids), "limit": limit,
-                               "mode": sample if limit and sample != "all" else "all",
+                               "mode": "list" if sample == "list" else sample if limit and sample != "all" else "all",
                                "seed": seed if limit and sample == "random" else None}})
         RunItem.objects.bulk_create([
             RunItem(run=run, question=q, prediction_note="" if q.database_id else "database not available here")
