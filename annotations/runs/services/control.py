@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
+import random
+from datetime import datetime
+from statistics import NormalDist
 from typing import Any
 
 from django.db.models import Count, Max, Min, Q
@@ -53,7 +57,7 @@ STALL_AFTER_S = 60.0
 _ETA_SAMPLE = 500
 
 
-def run_progress(*, run: Run) -> dict[str, Any]:
+def run_progress(*, run: Run, now: datetime | None = None) -> dict[str, Any]:
     """Done / total, and an ETA from the run's observed session durations and its concurrency.
 
     A session's duration is the slot it holds: from its creation by the dispatch to its end (queueing, LLM
@@ -61,7 +65,8 @@ def run_progress(*, run: Run) -> dict[str, Any]:
     have run so far (a Kaplan-Meier estimate), so a latency tail is not hidden by the short sessions that end
     first. The remaining questions are then laid out over the run's slots, each started as one frees up: the
     ETA is when the last would end. ``stalled_s``: seconds since anything last happened (a turn stored, a
-    session created or ended), once past ``STALL_AFTER_S``; then the ETA is None.
+    session created or ended), once past ``STALL_AFTER_S``; then the ETA is None. ``now``: the moment the
+    figures are for (default: now).
     """
     agg = run.items.aggregate(
         total=Count("id"),
@@ -70,7 +75,7 @@ def run_progress(*, run: Run) -> dict[str, Any]:
         sessions_done=Count("id", filter=Q(session__finished_at__isnull=False)),
         first_start=Min("session__started_at"),
         last_created=Max("session__created_at"), last_finished=Max("session__finished_at"))
-    now = timezone.now()
+    now = now or timezone.now()
     sessions = AgentSession.objects.filter(run_items__run=run)
     running = list(sessions.filter(status__in=UNFINISHED_SESSION).values_list("pk", "created_at"))
     ended = list(sessions.filter(finished_at__isnull=False).order_by("-finished_at")
@@ -96,20 +101,59 @@ def run_progress(*, run: Run) -> dict[str, Any]:
 
 def eta_seconds(*, durations: list[float], elapsed: list[float], waiting: int, concurrency: int) -> float:
     """When the last of a run's sessions would end: ``elapsed`` are the running ones' times so far, ``waiting``
-    the questions not started, ``durations`` the ended sessions' times (at least one)."""
-    survival = _kaplan_meier(durations, elapsed)
-    mean = _area(survival, 0.0)
+    the questions not started, ``durations`` the ended sessions' times (at least one).
 
-    def residual(t: float) -> float:
-        alive, area = _survival_at(survival, t), _area(survival, t)
-        return area / alive if alive > 0 and area > 0 else mean  # longer than any seen: a mean session more
+    Session durations are taken as lognormal (LLM latencies are), fitted to the median and the deepest quantile
+    the observed durations reach (running sessions censored); the remaining sessions' durations are drawn from
+    it (each running session's given that it has lasted so far) and laid out over the slots, a few times over
+    with a fixed seed: the mean of the makespans. With a latency tail, when the run ends depends on its longest
+    remaining sessions, which a mean duration misses."""
+    curve = _kaplan_meier(durations, elapsed)
+    fitted = _lognormal_fit(curve)
+    draw = random.Random(0)
 
-    slots = sorted(residual(t) for t in elapsed)[-concurrency:]
-    slots += [0.0] * (max(1, concurrency) - len(slots))
-    heapq.heapify(slots)
-    for _ in range(waiting):
-        heapq.heappush(slots, heapq.heappop(slots) + mean)
-    return max(slots)
+    def duration(at_least: float) -> float:
+        if fitted is None:  # too few ended sessions for a median: the observed ones as they are
+            return _empirical_draw(curve, at_least, draw)
+        low = fitted.cdf(math.log(at_least)) if at_least > 0 else 0.0
+        if low >= 1.0 - 1e-9:
+            return at_least  # far past what the run's sessions take: about to end
+        return math.exp(fitted.inv_cdf(min(low + (1.0 - low) * draw.random(), 1.0 - 1e-12)))
+
+    ends = []
+    for _ in range(_ETA_DRAWS):
+        slots = sorted(duration(t) - t for t in elapsed)[-concurrency:]
+        slots += [0.0] * (max(1, concurrency) - len(slots))
+        heapq.heapify(slots)
+        for _ in range(waiting):
+            heapq.heappush(slots, heapq.heappop(slots) + duration(0.0))
+        ends.append(max(slots))
+    return sum(ends) / len(ends)
+
+
+_ETA_DRAWS = 16
+
+
+def _lognormal_fit(curve: list[tuple[float, float]]) -> NormalDist | None:
+    """The distribution of the logarithm of session durations: through the curve's median and the deepest
+    quantile it reaches (up to the 80th percentile). None until half the sessions are known to have ended."""
+    median = next((t for t, level in curve if level <= 0.5), None)
+    if not median:
+        return None
+    level = max(curve[-1][1], 0.2)
+    upper = next(t for t, at in curve if at <= level)
+    z = NormalDist().inv_cdf(1.0 - level)
+    return NormalDist(math.log(median), max(math.log(upper / median) / z if z > 0 else 0.0, 1e-6))
+
+
+def _empirical_draw(curve: list[tuple[float, float]], at_least: float, draw: random.Random) -> float:
+    """A duration from the survival curve, given that it is longer than ``at_least``; past the curve's end
+    (longer than anything seen), its end or ``at_least`` plus a mean remaining life, whichever is later."""
+    target = _survival_at(curve, at_least) * (1.0 - draw.random())
+    for t, level in curve:
+        if t > at_least and level <= target:
+            return t
+    return max(curve[-1][0], at_least + _area(curve, 0.0))
 
 
 def _kaplan_meier(ended: list[float], running: list[float]) -> list[tuple[float, float]]:
