@@ -38,7 +38,7 @@ RETRYABLE_SESSION = ("failed", "llm_error", "cancelled")
 _PREPARING_STATUS = (Database.Status.PENDING, Database.Status.INTROSPECTING)
 _PREPARING_INDEX = (Database.IndexStatus.QUEUED, Database.IndexStatus.BUILDING)
 # What starting a session reads of an item's question and database (a database's schema is tens of kB).
-_START_FIELDS = ("id", "session", "prediction_note", "question__id", "question__dataset_id", "question__index", "question__question",
+_START_FIELDS = ("id", "session", "predicted_sql", "prediction_note", "question__id", "question__dataset_id", "question__index", "question__question",
                  "question__evidence", "question__gold_sql", "question__database__id", "question__database__name",
                  "question__database__status", "question__database__index_status")
 
@@ -49,34 +49,20 @@ def run_dispatch_queue(*, run: Run) -> None:
 
 
 def run_dispatch(*, run: Run) -> bool:
-    """One pass: collect the run's finished sessions, start sessions in its free slots, and queue its scoring
-    once nothing is left. Whether work is still in flight."""
-    with transaction.atomic():
-        locked = (Run.objects.select_for_update(of=("self",)).select_related("created_by")
-                  .filter(pk=run.pk, status=Run.Status.RUNNING).first())
-        if locked is None:
-            return False
-        uncollected = RunItem.objects.filter(run=locked, predicted_sql="", prediction_note="").order_by()
-        in_flight = list(uncollected.filter(session__isnull=False)
-                         .values_list("pk", "session__status", "session__final_sql"))
-        done = [RunItem(pk=pk, predicted_sql=final_sql,
-                        prediction_note="" if final_sql else f"agent: {AgentSession.Status(status).label}")
-                for pk, status, final_sql in in_flight if status not in UNFINISHED_SESSION]
-        RunItem.objects.bulk_update(done, ["predicted_sql", "prediction_note"])
-        active = len(in_flight) - len(done)
-        waiting = uncollected.filter(session__isnull=True, question__database__isnull=False)
-        cap = locked.config.get("spend_cap")
-        if cap is not None and (locked.items.aggregate(spent=Sum("session__cost"))["spent"] or 0) >= cap:
-            waiting.update(prediction_note=f"not run: spend cap ${cap:g} reached")
-        free = locked.config.get("max_concurrency", DEFAULT_RUN_CONCURRENCY) - active
-        started = _start_sessions(locked, list(
-            waiting.exclude(question__database__status__in=_PREPARING_STATUS)
-            .exclude(question__database__index_status__in=_PREPARING_INDEX)
-            .select_related("question__database").only(*_START_FIELDS).order_by("pk")[:max(0, free)]))
-        if active + started or waiting.exists():
-            return True
-        run_evaluate_queue(run=locked)
-    return False
+    """Collect the run's finished sessions, start sessions in its free slots, and queue its scoring once nothing
+    is left. Whether work is still in flight.
+
+    A pass that finds the run held by another one leaves the work to it: each pass, once committed, looks for
+    sessions that ended while it held the run and passes again if there are some. (A session commits its end
+    before its own pass looks for the lock, so the holder's look sees it.) Sessions ending together thus share
+    a pass instead of queueing for the lock one by one.
+    """
+    while True:
+        more = _pass(run.pk)
+        if more is None:
+            return True  # another pass holds the run: it looks again once it has let go
+        if not more or not _ended_uncollected(run.pk).exists():
+            return more
 
 
 def run_session_finished(*, session_id: int) -> None:
@@ -98,6 +84,44 @@ def runs_poll() -> list[int]:
     return ids
 
 
+def _ended_uncollected(run_id: int):
+    return RunItem.objects.filter(run_id=run_id, predicted_sql="", prediction_note="", session__isnull=False).exclude(
+        session__status__in=UNFINISHED_SESSION).order_by()
+
+
+def _pass(run_id: int) -> bool | None:
+    """One pass under the run's row lock: whether work is still in flight; None when another pass holds it."""
+    with transaction.atomic():
+        locked = (Run.objects.select_for_update(skip_locked=True, of=("self",)).select_related("created_by")
+                  .only("id", "status", "strategy", "config", "created_by").filter(pk=run_id).first())
+        if locked is None:  # held by another pass (SQLite takes its one writer lock instead), or gone
+            return None if Run.objects.filter(pk=run_id).exists() else False
+        if locked.status != Run.Status.RUNNING:
+            return False
+        uncollected = RunItem.objects.filter(run=locked, predicted_sql="", prediction_note="").order_by()
+        in_flight = list(uncollected.filter(session__isnull=False)
+                         .values_list("pk", "session_id", "session__status", "session__final_sql"))
+        done = [RunItem(pk=pk, predicted_sql=final_sql, session_id=session_id,
+                        prediction_note="" if final_sql else f"agent: {AgentSession.Status(status).label}")
+                for pk, session_id, status, final_sql in in_flight if status not in UNFINISHED_SESSION]
+        active = len(in_flight) - len(done)
+        waiting = uncollected.filter(session__isnull=True, question__database__isnull=False)
+        cap = locked.config.get("spend_cap")
+        if cap is not None and (locked.items.aggregate(spent=Sum("session__cost"))["spent"] or 0) >= cap:
+            waiting.update(prediction_note=f"not run: spend cap ${cap:g} reached")
+        free = locked.config.get("max_concurrency", DEFAULT_RUN_CONCURRENCY) - active
+        starting = list(waiting.exclude(question__database__status__in=_PREPARING_STATUS)
+                        .exclude(question__database__index_status__in=_PREPARING_INDEX)
+                        .select_related("question__database").only(*_START_FIELDS).order_by("pk")[:max(0, free)])
+        started = _start_sessions(locked, starting)
+        # What the pass settled, in one statement: predictions collected, sessions started, questions refused.
+        RunItem.objects.bulk_update(done + starting, ["session", "predicted_sql", "prediction_note"])
+        if active + started or waiting.exists():
+            return True
+        run_evaluate_queue(run=locked)
+    return False
+
+
 @lru_cache(maxsize=16)
 def _version_few_shot(version_id: int):
     """A published exemplar set version as session data, once per process (versions are immutable)."""
@@ -106,8 +130,9 @@ def _version_few_shot(version_id: int):
 
 
 def _start_sessions(run: Run, items: list[RunItem]) -> int:
-    """A session for each item, queued once the caller's transaction commits; an item refused (its database
-    broke, the launcher's budget is used up) gets the reason as its note. How many started."""
+    """A session for each item (set on it, for the caller to store), queued once the caller's transaction
+    commits; an item refused (its database broke, the launcher's budget is used up) gets the reason as its note.
+    How many started."""
     if not items:
         return 0
     version_id, candidate = run.config.get("exemplar_set_version"), run.config.get("exemplar_candidate")
@@ -137,5 +162,4 @@ def _start_sessions(run: Run, items: list[RunItem]) -> int:
         else:
             item.session = outcome
             started += 1
-    RunItem.objects.bulk_update(items, ["session", "prediction_note"])
     return started
