@@ -174,28 +174,38 @@ def reclaim_own() -> list[int]:
 
 
 class LeaseKeeper(threading.Thread):
-    """The process's heartbeat for every session it runs, and (in a worker) the recovery sweeps."""
+    """The process's heartbeat for every session it runs (noticing takeovers and requests to stop), and (in a
+    worker) the recovery sweeps."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True, name="lease-keeper")
         self._lock = threading.Lock()
         self._held: dict[int, str] = {}
         self._lost: set[int] = set()
+        self._cancelled: set[int] = set()  # asked to stop (``session_cancel``), as read at the last beat
         self.sweeping = False
 
     def hold(self, session_id: int, lease: str) -> None:
         with self._lock:
             self._held[session_id] = lease
             self._lost.discard(session_id)
+            self._cancelled.discard(session_id)
 
     def release(self, session_id: int) -> None:
         with self._lock:
             self._held.pop(session_id, None)
             self._lost.discard(session_id)
+            self._cancelled.discard(session_id)
 
     def lost(self, session_id: int) -> bool:
         with self._lock:
             return session_id in self._lost
+
+    def cancelled(self, session_id: int) -> bool:
+        """Whether the session was asked to stop, as of the last beat (a session reads it between its rounds
+        without a query of its own)."""
+        with self._lock:
+            return session_id in self._cancelled
 
     def run(self) -> None:
         while True:
@@ -215,15 +225,16 @@ class LeaseKeeper(threading.Thread):
             held = dict(self._held)
         if not held:
             return
-        current = dict(AgentSession.objects.filter(pk__in=held).values_list("pk", "lease"))
+        rows = AgentSession.objects.filter(pk__in=held).values_list("pk", "lease", "cancel_requested")
+        current = {pk: lease for pk, lease, _ in rows}
         alive = [pk for pk, lease in held.items() if current.get(pk) == lease]
         # Lost only when another lease is stored: a row this connection cannot see yet is not a takeover.
         lost = {pk for pk, lease in held.items() if current.get(pk) not in (None, lease)}
         if alive:
             AgentSession.objects.filter(pk__in=alive).update(heartbeat_at=timezone.now())
-        if lost:
-            with self._lock:
-                self._lost |= {pk for pk in lost if pk in self._held}
+        with self._lock:
+            self._lost |= {pk for pk in lost if pk in self._held}
+            self._cancelled |= {pk for pk, _, cancel in rows if cancel and pk in self._held}
 
     def sweep(self) -> None:
         with self._lock:

@@ -548,10 +548,8 @@ def session_execute(*, session_id: int) -> None:
                 _store_turn(session_id, lease, record, last_messages)
                 last_messages = list(record.messages)
 
-            def should_cancel() -> bool:
-                if time.monotonic() > deadline:
-                    return True
-                return _cancel_requested(session_id)
+            def should_cancel() -> bool:  # asked before each round; a stop request arrives with the next beat
+                return time.monotonic() > deadline or session.cancel_requested or keeper.cancelled(session_id)
 
             outcome = strategy.run(ctx, tools=tools, llm=llm, on_turn=on_turn, previous_turns=previous,
                                    should_cancel=should_cancel)
@@ -582,10 +580,6 @@ def session_execute(*, session_id: int) -> None:
         raise SessionInterrupted(f"session {session_id}: {interrupted}") from interrupted
     if finished:
         signals.session_finished.send_robust(sender=AgentSession, session_id=session_id)
-
-
-def _cancel_requested(session_id: int) -> bool:
-    return AgentSession.objects.filter(pk=session_id, cancel_requested=True).exists()
 
 
 def _close_connection() -> None:

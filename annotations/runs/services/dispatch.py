@@ -114,8 +114,9 @@ def _pass(run_id: int) -> bool | None:
                         .exclude(question__database__index_status__in=_PREPARING_INDEX)
                         .select_related("question__database").only(*_START_FIELDS).order_by("pk")[:max(0, free)])
         started = _start_sessions(locked, starting)
-        # What the pass settled, in one statement: predictions collected, sessions started, questions refused.
-        RunItem.objects.bulk_update(done + starting, ["session", "predicted_sql", "prediction_note"])
+        for item in done + starting:  # a pass settles a few items: an UPDATE each costs less than a bulk one
+            RunItem.objects.filter(pk=item.pk).update(session=item.session_id, predicted_sql=item.predicted_sql,
+                                                      prediction_note=item.prediction_note)
         if active + started or waiting.exists():
             return True
         run_evaluate_queue(run=locked)

@@ -127,7 +127,8 @@ def test_a_lease_names_its_worker_and_a_restarted_worker_requeues_its_own_at_onc
     assert AgentSession.objects.get(pk=theirs.pk).status == AgentSession.Status.RUNNING
 
 
-def test_the_keeper_beats_for_held_sessions_and_notices_a_takeover(spider_database, replay_llm):
+def test_the_keeper_beats_for_held_sessions_and_notices_a_request_to_stop_and_a_takeover(spider_database,
+                                                                                         replay_llm):
     db = spider_database("concert_singer")
     replay_llm(["Thought: x\nAction: Done"])
     session = sessions.session_create(database=db, question=QUESTION, enqueue=False)
@@ -137,6 +138,10 @@ def test_the_keeper_beats_for_held_sessions_and_notices_a_takeover(spider_databa
     keeper.hold(session.pk, "me#1")
     keeper.beat()
     assert AgentSession.objects.get(pk=session.pk).heartbeat_at > past and not keeper.lost(session.pk)
+    assert not keeper.cancelled(session.pk)
+    sessions.session_cancel(session=session)  # a running session: asked to stop before its next round
+    keeper.beat()
+    assert keeper.cancelled(session.pk)
     AgentSession.objects.filter(pk=session.pk).update(lease="someone-else#2")
     keeper.beat()
     assert keeper.lost(session.pk)
