@@ -85,7 +85,9 @@ class Command(BaseCommand):
         while True:
             run.refresh_from_db()
             progress = services.run_progress(run=run)
-            self.stdout.write(f"\r{progress['finished']}/{progress['total']} done, {progress['active']} running",
+            state = (f", stalled for {progress['stalled_s']:.0f} s" if progress["stalled_s"] else
+                     f", about {progress['eta_s']:.0f} s left" if progress["eta_s"] else "")
+            self.stdout.write(f"\r{progress['finished']}/{progress['total']} done, {progress['active']} running{state}",
                               ending="")
             self.stdout.flush()
             if run.status not in (Run.Status.RUNNING, Run.Status.EVALUATING, Run.Status.PENDING):

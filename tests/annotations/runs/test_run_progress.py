@@ -100,7 +100,7 @@ def test_no_eta_before_a_session_has_ended(run_of):
     assert eta_against_schedule(run_of, [3.0] * 64, 16, 0.1) is None
 
 
-def test_a_run_where_nothing_happens_for_a_while_is_said_to_be_stalled(run_of):
+def test_a_run_where_nothing_happens_for_a_while_is_said_to_be_stalled(run_of, staff_client):
     from agent.models import Turn
 
     run = run_of(40, 8)
@@ -116,6 +116,8 @@ def test_a_run_where_nothing_happens_for_a_while_is_said_to_be_stalled(run_of):
     run.refresh_from_db()
     progress = services.run_progress(run=run)
     assert progress["eta_s"] is None and progress["stalled_s"] >= 120
+    page = staff_client.get(run.get_absolute_url()).content.decode()
+    assert "stalled" in page and "left" not in page.split("stalled")[1][:80]
     # A turn stored by a running session is progress again.
     session = AgentSession.objects.filter(run_items__run=run, status="running").first()
     Turn.objects.create(session=session, index=0)
