@@ -31,7 +31,9 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int)
         parser.add_argument("--spend-cap", type=float)
         parser.add_argument("--pool", metavar="SPEC", help=POOL_HELP)
-        parser.add_argument("--resume", type=int, metavar="RUN_ID", help="Resume a run: only missing/failed questions.")
+        parser.add_argument("--resume", type=int, metavar="RUN_ID",
+                            help="Resume a run: questions never run, and those whose session failed, was "
+                                 "cancelled or ended in an LLM error.")
         parser.add_argument("--wait", action="store_true")
         parser.add_argument("--user", metavar="USERNAME",
                             help="Launch or resume as this account: it must be an Operator who sees the dataset (as "
