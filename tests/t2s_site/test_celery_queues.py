@@ -36,11 +36,13 @@ def test_a_routed_message_reaches_its_queue_only() -> None:
 
 
 def test_beat_polls_running_runs_and_no_dispatch_message_is_held_unacknowledged() -> None:
-    from django.conf import settings
+    from annotations.conf import annotations_settings
 
     app.loader.import_default_modules()
-    entries = {entry["task"]: entry for entry in settings.CELERY_BEAT_SCHEDULE.values()}
-    assert entries["annotations.tasks.poll_runs"]["schedule"] == settings.DISPATCH_POLL_S
+    app.finalize()
+    poll = app.conf.beat_schedule["poll-runs"]
+    assert poll["task"] == "annotations.tasks.poll_runs"
+    assert poll["schedule"] == float(annotations_settings.DISPATCH_POLL_S) == poll["options"]["expires"]
     # Acknowledged on receipt: a broker restart finds no dispatch message unacknowledged in a worker (kombu fails
     # to restore one there), and a lost one is made up for by the next poll.
     for name in ("annotations.tasks.poll_runs", "annotations.tasks.dispatch_run"):

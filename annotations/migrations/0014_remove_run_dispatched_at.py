@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotations', '0012_run_list_indexes'),
+        ('annotations', '0013_experiments'),
     ]
 
     operations = [
