@@ -45,10 +45,9 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_HEARTBEAT_S": 2.0,
     # Seconds without a heartbeat after which a running session's worker counts as dead and it is requeued.
     "SESSION_STALE_AFTER_S": 7.0,
-    # Seconds a session may stay QUEUED after its message was published before it is published again.
-    "SESSION_QUEUED_STALE_AFTER_S": 300.0,
-    # Sessions a worker thread runs after its task's own, handed over by its run's dispatch (0: none).
-    "SESSION_HANDOVER_MAX": 32,
+    # Seconds a session may stay QUEUED after its message was published before it is published again (a message
+    # lost with the broker is sent again within about this plus a quarter of it; the claim makes a duplicate harmless).
+    "SESSION_QUEUED_STALE_AFTER_S": 20.0,
     # Folders of SQLite files the web, API and admin may register; browser uploads land in the first.
     "DATA_DIRS": lambda: [var_path("uploads")()],
     # Largest SQLite file a browser upload may bring.

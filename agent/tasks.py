@@ -1,16 +1,13 @@
 """Celery tasks of the agent app: each takes ids, loads, and calls a service."""
 
 import logging
-import time
 
 from celery import shared_task
 from celery.signals import worker_ready
-from celery.worker import state as worker_state
 
 from agent import services
-from agent.conf import agent_settings
 from agent.models import Database
-from agent.services import databases, handover, leases, sessions
+from agent.services import databases, leases, sessions
 
 logger = logging.getLogger(__name__)
 
@@ -25,20 +22,11 @@ def refresh_database(database_id: int, force: bool = False) -> None:
 # acks_late + idempotent service: a re-delivered session resumes from its stored turns. A transient fault
 # (database or broker away) comes back here as SessionInterrupted: retried with backoff; if even the retry
 # cannot be published, the session stays QUEUED (or RUNNING without heartbeat) and a sweep picks it up.
-# The thread then runs the sessions its run's dispatch hands over to it (agent/services/handover.py): a chain
-# that ends within the task's soft time limit and when the worker is stopping.
-@shared_task(bind=True, acks_late=True, ignore_result=True, reject_on_worker_lost=True,
+@shared_task(acks_late=True, ignore_result=True, reject_on_worker_lost=True,
              autoretry_for=(sessions.SessionInterrupted,), retry_backoff=1, retry_backoff_max=30, retry_jitter=True,
              max_retries=6)
-def run_session(self, session_id: int) -> None:
-    if self.request.is_eager:  # run in the caller's process (tests, --inline): never take over other sessions
-        sessions.session_execute(session_id=session_id)
-        return
-    soft_limit = (self.request.timelimit or (None, None))[1] or self.app.conf.task_soft_time_limit
-    handover.run_chain(session_id, execute=lambda pk: sessions.session_execute(session_id=pk),
-                       publish=leases.publish_handed_back, limit=agent_settings.SESSION_HANDOVER_MAX,
-                       until=time.monotonic() + soft_limit - agent_settings.SESSION_MAX_SECONDS if soft_limit else None,
-                       stopping=lambda: bool(worker_state.should_stop or worker_state.should_terminate))
+def run_session(session_id: int) -> None:
+    sessions.session_execute(session_id=session_id)
 
 
 # Beat's safety net for when no worker's keeper sweeps: it takes the same turns as the keepers, so a minute in

@@ -33,22 +33,8 @@ class AnnotationsConfig(AppConfig):
         from annotations.exemplars.selectors import VersionFewShotSource
 
         few_shot.register_source(VersionFewShotSource())
-        # A finished session of a run frees its slot: the run's next questions start (run_session_finished).
-        from agent.services import sessions
-        from annotations.runs.services import run_session_finished
-
-        sessions.on_session_finished("runs", lambda session_id: run_session_finished(session_id=session_id))
-        # Every worker's lease keeper also revives runs nobody dispatched for three polls (a worker died with
-        # the poll's message), so a run never waits for beat's sweep.
-        from agent.services import leases
-        from annotations.conf import annotations_settings
-        from annotations.runs.services import runs_revive_dispatch
-
-        leases.on_sweep("runs", lambda: runs_revive_dispatch(idle_s=3 * annotations_settings.DISPATCH_POLL_S))
-        # ... and removes what uploads that never finished left behind (once an hour, in one process).
-        from annotations.runs.uploads import abandoned_uploads_sweep_if_due
-
-        leases.on_sweep("uploads", abandoned_uploads_sweep_if_due)
+        # Receivers of the agent app's signals: a finished session dispatches its run, the sweep cleans uploads.
+        from annotations import signals  # noqa: F401
 
         post_migrate.connect(_publish_paper_sets, sender=self, dispatch_uid="annotations_paper_sets")
         # Label counts are cached under a version every change of what they count replaces: the services that

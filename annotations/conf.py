@@ -9,7 +9,7 @@ from agent.conf import AppSettings, var_path
 DEFAULTS: dict[str, Any] = {
     # Gold query results, keyed by database fingerprint and SQL: computed once, reused by every evaluation.
     "GOLD_CACHE_DIR": var_path("gold-cache"),
-    # Seconds between safety-net polls of a running run (a finished session dispatches its run at once).
+    # Seconds between Celery beat's polls of the running runs (a finished session dispatches its run at once).
     "DISPATCH_POLL_S": 10.0,
 }
 

@@ -3,7 +3,7 @@
 from celery import shared_task
 from celery.signals import worker_ready
 
-from annotations.conf import annotations_settings
+from agent.services.jobs import enqueue_now
 from annotations.runs import services
 from annotations.runs.models import Run
 
@@ -15,18 +15,16 @@ def evaluate_run(run_id: int) -> None:
         services.run_evaluate(run=run)
 
 
-@shared_task(bind=True, acks_late=True, ignore_result=True)
-def dispatch_run(self, run_id: int) -> None:
-    # Finished sessions dispatch their run themselves (run_session_finished); this poll is the safety net for
-    # a lost wake-up and for databases still being indexed, so it comes back only every DISPATCH_POLL_S.
-    run = Run.objects.filter(pk=run_id).first()
-    if run is not None and services.run_dispatch(run=run):
-        self.apply_async((run_id,), countdown=annotations_settings.DISPATCH_POLL_S)
+# Acknowledged on receipt, like the poll below: a pass is quick and idempotent, and a message lost with a
+# worker or a broker is made up for by beat's next poll (no worker holds one unacknowledged).
+@shared_task(acks_late=False, ignore_result=True)
+def dispatch_run(run_id: int) -> None:
+    services.run_dispatch(run=Run(pk=run_id))
 
 
-@shared_task(ignore_result=True)
-def revive_run_dispatchers() -> None:
-    services.runs_revive_dispatch()
+@shared_task(acks_late=False, ignore_result=True)
+def poll_runs() -> None:
+    services.runs_poll()
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -40,7 +38,6 @@ def import_uploaded_dataset(job_id: int) -> None:
 
 
 @worker_ready.connect
-def _revive_on_start(sender=None, **kwargs) -> None:
-    # A worker that starts after a crash dispatches the running runs at once: the poll's message may have
-    # died with the previous process (held unacknowledged until the broker's visibility timeout).
-    services.runs_revive_dispatch(idle_s=0)
+def _poll_on_start(sender=None, **kwargs) -> None:
+    # A worker that starts after a crash passes over the running runs at once, not at beat's next poll.
+    enqueue_now("annotations.tasks.poll_runs", robust=True)

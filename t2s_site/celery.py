@@ -4,7 +4,7 @@ Work is split by how long it runs, so a long evaluation or index build never
 delays an agent session:
 
 - ``sessions``: agent sessions (``agent.tasks.run_session``), minutes each, mostly waiting on the LLM;
-- ``dispatch``: run dispatch polls and recovery sweeps, short and frequent;
+- ``dispatch``: run dispatch passes and polls, recovery sweeps: short and frequent;
 - ``indexes``: tool index builds (``agent.tasks.refresh_database``);
 - ``evaluation``: scoring a run against the gold queries;
 - ``celery``: anything not routed above.
@@ -33,7 +33,7 @@ ROUTES = {
     "agent.tasks.recover_stale_sessions": DISPATCH,
     "agent.tasks.refresh_database": INDEXES,
     "annotations.tasks.dispatch_run": DISPATCH,
-    "annotations.tasks.revive_run_dispatchers": DISPATCH,
+    "annotations.tasks.poll_runs": DISPATCH,
     "annotations.tasks.evaluate_run": EVALUATION,
 }
 
@@ -71,3 +71,15 @@ def _close_old_db_connections(sender=None, **kwargs) -> None:
     if sender is not None and getattr(sender.request, "is_eager", False):
         return
     close_old_connections()
+
+
+@app.on_after_finalize.connect
+def _poll_runs(sender, **kwargs) -> None:
+    """Beat's poll of the running runs (annotations/runs/services/dispatch.py), every ``DISPATCH_POLL_S``: the
+    safety net behind finished sessions, which dispatch their run at once. A poll nobody took before the next
+    one is dropped (expires)."""
+    from annotations.conf import annotations_settings
+
+    period = float(annotations_settings.DISPATCH_POLL_S)
+    sender.add_periodic_task(period, sender.signature("annotations.tasks.poll_runs"), name="poll-runs",
+                             expires=period)

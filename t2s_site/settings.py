@@ -255,14 +255,11 @@ if WORKER_DB_CONN_MAX_AGE:
     CELERY_DB_REUSE_MAX = 2**62
 CELERY_BEAT_SCHEDULE = {
     "recover-stale-sessions": {"task": "agent.tasks.recover_stale_sessions", "schedule": 60.0},
-    "revive-run-dispatchers": {"task": "annotations.tasks.revive_run_dispatchers", "schedule": 60.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Longer than the longest task, or an unacknowledged task is redelivered while still running.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
-    # kombu's Redis transport with its command client kept per pool, not built per command (t2s_site/broker.py).
-    CELERY_BROKER_TRANSPORT = "t2s_site.broker:Transport"
 
 # --- t2s-studio's own settings: their defaults are in agent/conf.py and annotations/conf.py; these are the
 # environment variables that override them (the README names each), read only when set and not empty.
@@ -300,7 +297,6 @@ _T2S_FROM_ENV = {
     "SESSION_HEARTBEAT_S": ("T2S_SESSION_HEARTBEAT_S", float),
     "SESSION_STALE_AFTER_S": ("T2S_SESSION_STALE_AFTER_S", float),
     "SESSION_QUEUED_STALE_AFTER_S": ("T2S_SESSION_QUEUED_STALE_AFTER_S", float),
-    "SESSION_HANDOVER_MAX": ("T2S_SESSION_HANDOVER_MAX", int),
     "MAX_ROUNDS_CEILING": ("T2S_MAX_ROUNDS_CEILING", int),
     "DAILY_TOKEN_BUDGET": ("T2S_DAILY_TOKEN_BUDGET", int),
     "DAILY_COST_BUDGET": ("T2S_DAILY_COST_BUDGET", float),

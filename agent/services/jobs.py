@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Any
 
 from celery import current_app
@@ -33,10 +32,8 @@ def enqueue_on_commit(task_name: str, *args: Any, robust: bool = False,
 
 def enqueue_many_on_commit(task_name: str, arg_lists: list[tuple], *, robust: bool = False,
                            on_failure: Callable[[Exception], None] | None = None) -> None:
-    """Send ``task_name`` once for each argument tuple after commit, all through one producer: on Redis one
-    client and one round trip for all of them (kombu's publish batch), where a message each built a client of
-    its own. ``robust`` and ``on_failure`` as in ``enqueue_on_commit``; ``on_failure`` is called once if any
-    message may not have been sent (a batch that fails is not retried message by message)."""
+    """Send ``task_name`` once for each argument tuple after commit; ``robust`` and ``on_failure`` as in
+    ``enqueue_on_commit`` (``on_failure`` is called once, at the first message the broker refuses)."""
     messages = [(args, {}) for args in arg_lists]
     transaction.on_commit(lambda: _send(task_name, messages, robust=robust, on_failure=on_failure))
 
@@ -50,28 +47,12 @@ def enqueue_now(task_name: str, *args: Any, robust: bool = False,
 
 def _send(task_name: str, messages: list[tuple[tuple, dict[str, Any]]], *, robust: bool,
           on_failure: Callable[[Exception], None] | None) -> bool:
-    """Publish each (args, kwargs) of ``messages`` as ``task_name``, through one producer; whether the broker
-    took them all. The one path every message takes, with its one failure handling (``enqueue_on_commit``)."""
-    if not messages:
-        return True
+    """``apply_async`` for each (args, kwargs) of ``messages``; whether the broker took them all. The one path
+    every message takes, with its one failure handling (``enqueue_on_commit``)."""
     task = current_app.tasks[task_name]
     try:
-        if current_app.conf.task_always_eager:  # run here and now (tests, some embedded setups): no broker
-            for args, kwargs in messages:
-                task.apply_async(args, kwargs=kwargs)
-            return True
-        with current_app.producer_or_acquire() as producer:
-            batch = getattr(producer, "batch", None)  # kombu 5.7; without it each message is sent at once
-            with batch() if batch is not None else nullcontext():
-                declared: dict[str, Any] = {}
-                for args, kwargs in messages:
-                    # The reprs monitoring shows, given: Celery's own safe repr of a tuple of ids cost 15 % of
-                    # a message's CPU (0.045 of 0.31 ms), paid by every session a run starts. The queue is
-                    # declared by the first message only: the rest go to the same queue on the same connection,
-                    # where kombu's check that it is declared already cost 0.04-0.08 ms a message.
-                    task.apply_async(args, kwargs=kwargs, producer=producer, argsrepr=repr(args), kwargsrepr=repr(kwargs),
-                                     **declared)
-                    declared = {"declare": []}
+        for args, kwargs in messages:
+            task.apply_async(args, kwargs)
     except Exception as exc:
         if not robust:
             raise

@@ -9,7 +9,7 @@ process (``LeaseKeeper``) touches the heartbeat of every session the process run
 thread also sweeps: RUNNING sessions silent for ``SESSION_STALE_AFTER_S`` (about three heartbeats) are
 requeued, and QUEUED ones whose message is older than ``SESSION_QUEUED_STALE_AFTER_S`` are published
 again (a broker restart without persistence loses messages; a duplicate delivery is a no-op, the claim
-is atomic).
+is atomic). Other apps add their own clean-up to that sweep through ``agent.signals.sweep``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 
 from django.core.cache import cache
@@ -29,10 +28,10 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agent import signals
 from agent.conf import agent_settings
 from agent.models import AgentSession
 
-from . import handover
 from .jobs import enqueue_many_on_commit, enqueue_now
 
 logger = logging.getLogger(__name__)
@@ -41,23 +40,6 @@ RUN_SESSION_TASK = "agent.tasks.run_session"
 MAX_ATTEMPTS = 5  # deliveries of one session (dead workers, transient faults) before it is failed
 
 _identity = f"{socket.gethostname()}:{os.getpid()}"
-
-# Other apps' sweeps, run by every worker's keeper with the QUEUED sweep (annotations revives the dispatch of
-# runs nobody dispatched for a while: the agent app does not know about runs).
-_sweep_hooks: dict[str, Callable[[], object]] = {}
-
-
-def on_sweep(key: str, hook: Callable[[], object]) -> None:
-    """Register ``hook()`` under ``key`` (again: replaced)."""
-    _sweep_hooks[key] = hook
-
-
-def run_sweep_hooks() -> None:
-    for key, hook in list(_sweep_hooks.items()):
-        try:
-            hook()
-        except Exception:  # one hook's failure (the database away) must not stop the others or the keeper
-            logger.exception("sweep hook %s failed", key)
 
 
 def worker_identity() -> str:
@@ -82,33 +64,12 @@ def publish(session_id: int) -> None:
 
 
 def publish_many(session_ids: list[int]) -> None:
-    """``publish`` for several sessions, sent together after commit (one producer, on Redis one round trip);
-    if the batch fails, every one of them is marked for the sweep (one sent twice runs once: see ``_claim``).
-    Session tasks' threads of this process may keep some to run themselves instead (agent/services/handover.py)."""
-    kept, ids = handover.take(list(session_ids))
-    if kept:
-        # Run by those threads once the pass commits, not published: left for the sweep if the worker dies first.
-        # In SQL, in the pass's transaction: the ORM's UPDATE took about 0.4 ms of CPU to build, at every handover.
-        with connection.cursor() as cursor:
-            cursor.execute(f"UPDATE {AgentSession._meta.db_table} SET queued_at = NULL "
-                           f"WHERE id IN ({', '.join(str(int(pk)) for pk in kept)})")
+    """``publish`` for several sessions, after commit; if publishing fails, every one of them is marked for the
+    sweep (one sent twice runs once: the claim is atomic)."""
+    ids = list(session_ids)
     if ids:
         enqueue_many_on_commit(RUN_SESSION_TASK, [(pk,) for pk in ids], robust=True,
                                on_failure=lambda _exc: _mark_unpublished(*ids))
-
-
-def publish_handed_back(session_ids: list[int]) -> None:
-    """Sessions handed over to a thread that will not run them (its worker stopping, a fault): published as
-    their own messages, marked published as ``republish_failed`` marks them (a failure leaves them to it)."""
-    try:
-        unpublished = AgentSession.objects.filter(pk__in=session_ids, status=AgentSession.Status.QUEUED,
-                                                  queued_at__isnull=True)
-        ids = list(unpublished.values_list("pk", flat=True))
-        unpublished.filter(pk__in=ids).update(queued_at=timezone.now())
-    except DatabaseError as exc:  # the database is away: the sweep publishes them once it is back
-        logger.warning("sessions %s left for the sweep: %s", session_ids, exc)
-        return
-    publish_many(ids)
 
 
 def _mark_unpublished(*session_ids: int) -> None:
@@ -194,7 +155,7 @@ def queued_sweep_period() -> float:
 
 def sweep(*, exclude: frozenset[int] = frozenset()) -> dict:
     """The recovery sweeps whose turn it is (``sweep_turn``): stale RUNNING sessions and failed publishes every
-    heartbeat, lost QUEUED ones (and the other apps' hooks) every ``queued_sweep_period``. Every worker's keeper calls it each
+    heartbeat, lost QUEUED ones (and the ``agent.signals.sweep`` receivers) every ``queued_sweep_period``. Every worker's keeper calls it each
     beat and Beat's ``recover_stale_sessions`` every minute; one of them does each sweep."""
     out: dict = {}
     if sweep_turn("running", float(agent_settings.SESSION_HEARTBEAT_S)):
@@ -202,7 +163,7 @@ def sweep(*, exclude: frozenset[int] = frozenset()) -> dict:
         out["published_again"] = republish_failed()
     if sweep_turn("queued", queued_sweep_period()):
         out["republished"] = republish_queued()
-        run_sweep_hooks()
+        signals.sweep.send_robust(sender=AgentSession)
     return out
 
 
@@ -213,28 +174,38 @@ def reclaim_own() -> list[int]:
 
 
 class LeaseKeeper(threading.Thread):
-    """The process's heartbeat for every session it runs, and (in a worker) the recovery sweeps."""
+    """The process's heartbeat for every session it runs (noticing takeovers and requests to stop), and (in a
+    worker) the recovery sweeps."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True, name="lease-keeper")
         self._lock = threading.Lock()
         self._held: dict[int, str] = {}
         self._lost: set[int] = set()
+        self._cancelled: set[int] = set()  # asked to stop (``session_cancel``), as read at the last beat
         self.sweeping = False
 
     def hold(self, session_id: int, lease: str) -> None:
         with self._lock:
             self._held[session_id] = lease
             self._lost.discard(session_id)
+            self._cancelled.discard(session_id)
 
     def release(self, session_id: int) -> None:
         with self._lock:
             self._held.pop(session_id, None)
             self._lost.discard(session_id)
+            self._cancelled.discard(session_id)
 
     def lost(self, session_id: int) -> bool:
         with self._lock:
             return session_id in self._lost
+
+    def cancelled(self, session_id: int) -> bool:
+        """Whether the session was asked to stop, as of the last beat (a session reads it between its rounds
+        without a query of its own)."""
+        with self._lock:
+            return session_id in self._cancelled
 
     def run(self) -> None:
         while True:
@@ -254,15 +225,16 @@ class LeaseKeeper(threading.Thread):
             held = dict(self._held)
         if not held:
             return
-        current = dict(AgentSession.objects.filter(pk__in=held).values_list("pk", "lease"))
+        rows = AgentSession.objects.filter(pk__in=held).values_list("pk", "lease", "cancel_requested")
+        current = {pk: lease for pk, lease, _ in rows}
         alive = [pk for pk, lease in held.items() if current.get(pk) == lease]
         # Lost only when another lease is stored: a row this connection cannot see yet is not a takeover.
         lost = {pk for pk, lease in held.items() if current.get(pk) not in (None, lease)}
         if alive:
             AgentSession.objects.filter(pk__in=alive).update(heartbeat_at=timezone.now())
-        if lost:
-            with self._lock:
-                self._lost |= {pk for pk in lost if pk in self._held}
+        with self._lock:
+            self._lost |= {pk for pk in lost if pk in self._held}
+            self._cancelled |= {pk for pk, _, cancel in rows if cancel and pk in self._held}
 
     def sweep(self) -> None:
         with self._lock:

@@ -19,17 +19,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import Field
+from django.db.models import DateTimeField, F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from agent import signals
 from agent.conf import agent_settings
 from agent.hygiene import clean_instance, cleaned_json
 from agent.llm import LLMClient, LLMSettings, Message, PriceTable
@@ -45,7 +47,6 @@ from agent.tools import IndexMissing
 from . import budgets, gates, leases
 from . import few_shot as few_shot_source
 from .databases import open_connector, thread_sandbox, toolbox_for
-from .rows import instance_from_row
 
 
 def check_option_types(strategy: str, options: Mapping[str, Any]) -> None:
@@ -68,24 +69,6 @@ RUN_SESSION_TASK = leases.RUN_SESSION_TASK
 
 class LeaseLost(Exception):
     """Another worker took the session over (this one was presumed dead)."""
-
-
-# Called with a session's id once it has ended (any final status), in the worker that ran it. The agent app
-# does not know about runs: annotations registers here what a finished session means for its run.
-_finished_listeners: dict[str, Callable[[int], None]] = {}
-
-
-def on_session_finished(key: str, listener: Callable[[int], None]) -> None:
-    """Register ``listener(session_id)`` under ``key`` (registering a key again replaces it)."""
-    _finished_listeners[key] = listener
-
-
-def _notify_finished(session_id: int) -> None:
-    for key, listener in list(_finished_listeners.items()):
-        try:
-            listener(session_id)
-        except Exception:  # the session is stored; a run's safety-net poll catches what a listener missed
-            logger.exception("session-finished listener %s failed for session %s", key, session_id)
 
 
 # --- LLM configuration -----------------------------------------------------------------
@@ -118,15 +101,10 @@ _clients: dict[tuple, LLMClient] = {}
 _clients_lock = threading.Lock()
 
 
-def endpoint_from_snapshot(snapshot: Mapping[str, Any], *, record: Sequence[Any] | None = None) -> LLMEndpoint:
-    """The endpoint a snapshot names: the saved record when it still exists, else an unsaved copy of it.
-
-    ``record``: the record's columns (``endpoint_columns``) as the caller read them in a statement of its own,
-    joined on the snapshot's endpoint name (all NULL: no such record); without it, read here."""
-    if record is None:
-        saved = _saved_endpoint(snapshot.get("endpoint"))
-    else:
-        saved = None if record[0] is None else _endpoint_from_row(record)
+def endpoint_from_snapshot(snapshot: Mapping[str, Any]) -> LLMEndpoint:
+    """The endpoint a snapshot names: the saved record when it still exists (with the same model), else an
+    unsaved copy of the snapshot."""
+    saved = LLMEndpoint.objects.filter(name=snapshot.get("endpoint")).first() if snapshot.get("endpoint") else None
     if saved is not None and saved.model == snapshot.get("model"):
         return saved
     prices = (snapshot.get("prices") or {}).get(snapshot.get("model"), {})
@@ -135,33 +113,6 @@ def endpoint_from_snapshot(snapshot: Mapping[str, Any], *, record: Sequence[Any]
                        input_price_per_mtok=prices.get("input_per_mtok"),
                        output_price_per_mtok=prices.get("output_per_mtok"),
                        **{k: snapshot[k] for k in ("timeout_s", "max_retries") if snapshot.get(k) is not None})
-
-
-def _saved_endpoint(name: str | None) -> LLMEndpoint | None:
-    """The endpoint record named ``name``, read in SQL and converted as the ORM converts each column.
-
-    A run's every dispatch pass reads it: in bench-runs' worker the ORM's query took about 0.45 ms of CPU to
-    build and a ``raw()`` one 0.37 ms, mostly the machinery around a one-row answer.
-    """
-    meta = LLMEndpoint._meta
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {endpoint_columns(meta.db_table)} FROM {meta.db_table} "
-                       f"WHERE {connection.ops.quote_name(meta.get_field('name').column)} = %s", [name])
-        row = cursor.fetchone()
-    return None if row is None else _endpoint_from_row(row)
-
-
-@functools.cache
-def endpoint_columns(alias: str) -> str:
-    """The endpoint record's columns, as ``alias.column, ...``, in the order ``endpoint_from_snapshot`` reads a
-    ``record`` (the primary key first)."""
-    qn = connection.ops.quote_name
-    return ", ".join(f"{alias}.{qn(f.column)}" for f in LLMEndpoint._meta.concrete_fields)
-
-
-def _endpoint_from_row(row: Sequence[Any]) -> LLMEndpoint:
-    names = [f.attname for f in LLMEndpoint._meta.concrete_fields]
-    return instance_from_row(LLMEndpoint, dict(zip(names, row, strict=True)))
 
 
 def llm_client_from_snapshot(snapshot: Mapping[str, Any]) -> LLMClient:
@@ -308,8 +259,7 @@ def _checked_config(errors: dict[str, list[str]], *, database: Database, strateg
 
 def _strategy_config(strategy: str, options: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The strategy's config for these options (a frozen dataclass) and a fresh copy of its snapshot
-    (``to_dict``). Both depend on the options alone: built once per process and options, as a run's every
-    dispatch pass asks for them and ``to_dict`` (a deep ``asdict``) was most of the checks' CPU. Raises as
+    (``to_dict``), built once per process and options (a run asks for the same ones at every start). Raises as
     ``create_strategy`` does."""
     try:
         key = json.dumps(options, sort_keys=True)
@@ -363,8 +313,7 @@ def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint
             config = _checked_config(config_errors, database=spec.database, strategy=strategy, options=spec.options,
                                      endpoint=endpoint, few_shot=few_shot, zero_shot=zero_shot, paper_replica=False,
                                      example_pool=example_pool, question_key=None, billed_to=billed_to)
-            # Cleaned once here, not once per session by clean_instance below: every session of the key shares
-            # it but for its question key (checking the snapshot's JSON was a third of a session's insert CPU).
+            # Cleaned once here, not once per session by clean_instance below: the sessions of a key share it.
             checked[key] = (cleaned_json(config), config_errors)
         config, config_errors = checked[key]
         errors = {**errors, **config_errors}
@@ -380,53 +329,9 @@ def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint
         rows.append(session)
         out.append(session)
     with transaction.atomic(savepoint=False):  # a run's pass calls this in its own transaction: no savepoint
-        _insert_sessions(rows)
+        AgentSession.objects.bulk_create(rows)  # ids set on both vendors (RETURNING)
         leases.publish_many([session.pk for session in rows])
     return out
-
-
-def _insert_sessions(rows: list[AgentSession]) -> None:
-    """``bulk_create(rows)``, written out on PostgreSQL: one INSERT of all the rows, sent as one JSON document.
-
-    A run's dispatch pass inserts its sessions each time a few of its sessions finish. The ORM's INSERT took
-    about 0.45 ms of CPU a session to build (bench-runs), and a written-out INSERT with one parameter per
-    column and row still spent most of its time quoting those parameters; PostgreSQL reads the rows out of one
-    JSON document instead. Values are those the ORM would save (``pre_save``: ``auto_now_add`` included).
-    """
-    if not rows:
-        return
-    if connection.vendor != "postgresql":
-        AgentSession.objects.bulk_create(rows)
-        return
-    sql, plain, computed = _insert_sql()
-    document = json.dumps([{**{column: getattr(row, attname) for column, attname in plain},
-                            **{f.column: f.pre_save(row, True) for f in computed}} for row in rows],
-                          default=_json_datetime)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [document])
-        ids = sorted(pk for (pk,) in cursor.fetchall())
-    for row, pk in zip(rows, ids, strict=True):
-        row.pk = pk
-        row._state.adding, row._state.db = False, connection.alias
-
-
-@functools.cache
-def _insert_sql() -> tuple[str, list[tuple[str, str]], list[Any]]:
-    """The INSERT (built once: quoting its column names was a tenth of its CPU at every pass), the (column,
-    attribute) of each field saved as it is, and the fields whose value ``pre_save`` computes (``auto_now``)."""
-    fields = [f for f in AgentSession._meta.concrete_fields if not f.primary_key]
-    table, columns = AgentSession._meta.db_table, ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    # Inserted in the document's order, so the ids the sequence hands out ascend in that order.
-    sql = (f"INSERT INTO {table} ({columns}) SELECT {columns} "
-           f"FROM jsonb_populate_recordset(NULL::{table}, %s) WITH ORDINALITY AS r ORDER BY r.ordinality RETURNING id")
-    plain = [(f.column, f.attname) for f in fields if type(f).pre_save is Field.pre_save]
-    return sql, plain, [f for f in fields if type(f).pre_save is not Field.pre_save]
-
-
-def _json_datetime(value: Any) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat()  # with its microseconds and offset, as the column stores it
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def session_model(config: Mapping[str, Any]) -> str:
@@ -540,108 +445,27 @@ class SessionInterrupted(Exception):
 
 
 def _claim(session_id: int) -> str | None:
-    """Take the lease if the session is queued, or running under a worker that stopped beating."""
+    """Take the lease if the session is queued, or running under a worker that stopped beating (one UPDATE:
+    two workers given the same session never both take it; ``started_at`` is set on the first claim only)."""
     lease = leases.new_lease()
     now = timezone.now()
     stale = now - timedelta(seconds=agent_settings.SESSION_STALE_AFTER_S)
-    # One statement written out (started_at set on the first claim only): it was two through the ORM, about
-    # 1.2 ms of CPU to build, paid by every session while a wave of them starts at once.
-    adapt = connection.ops.adapt_datetimefield_value
-    with connection.cursor() as cursor:
-        cursor.execute(_claim_sql(), [AgentSession.Status.RUNNING, lease, adapt(now), adapt(now), session_id,
-                                      AgentSession.Status.QUEUED, AgentSession.Status.RUNNING, adapt(stale)])
-        claimed = cursor.rowcount
+    claimable = Q(status=AgentSession.Status.QUEUED) | Q(
+        Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True), status=AgentSession.Status.RUNNING)
+    claimed = AgentSession.objects.filter(claimable, pk=session_id).update(
+        status=AgentSession.Status.RUNNING, lease=lease, heartbeat_at=now, attempts=F("attempts") + 1,
+        started_at=Coalesce("started_at", Value(now, output_field=DateTimeField())))
     return lease if claimed else None
-
-
-@functools.cache
-def _session_columns() -> dict[str, str]:
-    """AgentSession's field names to their columns, for the statements written out here."""
-    return {f.name: f.column for f in AgentSession._meta.concrete_fields}
-
-
-@functools.cache
-def _claim_sql() -> str:
-    c = _session_columns()
-    return (f"UPDATE {AgentSession._meta.db_table} SET {c['status']} = %s, {c['lease']} = %s, "
-            f"{c['heartbeat_at']} = %s, {c['attempts']} = {c['attempts']} + 1, "
-            f"{c['started_at']} = COALESCE({c['started_at']}, %s) "
-            f"WHERE {c['id']} = %s AND ({c['status']} = %s OR ({c['status']} = %s "
-            f"AND ({c['heartbeat_at']} < %s OR {c['heartbeat_at']} IS NULL)))")
 
 
 def session_records(session: AgentSession) -> list[TurnRecord]:
     """The stored turns as the strategy reported them, prompts rebuilt in full."""
     records, previous = [], []
-    for turn in _stored_turns(session.pk):
+    for turn in Turn.objects.for_session(session):
         messages = previous[: turn.prompt_prefix_len] + [Message.from_dict(m) for m in turn.prompt]
         records.append(turn.to_record(messages))
         previous = messages
     return records
-
-
-def _stored_turns(session_id: int) -> list[Turn]:
-    """``Turn.objects.for_session(session)``, the same instances, from a statement written out: every session
-    asks at its start (most have no turn yet) and the ORM spent 1.3 ms of CPU on it (0.15 ms so)."""
-    names = _turn_attnames()
-    with connection.cursor() as cursor:
-        cursor.execute(_turns_sql(), [session_id])
-        return [instance_from_row(Turn, dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
-
-
-@functools.cache
-def _turn_attnames() -> tuple[str, ...]:
-    return tuple(f.attname for f in Turn._meta.concrete_fields)
-
-
-@functools.cache
-def _turns_sql() -> str:
-    qn, meta = connection.ops.quote_name, Turn._meta
-    return (f"SELECT {', '.join(qn(f.column) for f in meta.concrete_fields)} FROM {qn(meta.db_table)} "
-            f"WHERE {qn(meta.get_field('session').column)} = %s ORDER BY {qn(meta.get_field('index').column)}")
-
-
-def _load_session(session_id: int) -> AgentSession:
-    """``AgentSession.objects.select_related("database", "billed_to").get(pk=session_id)``: the same instances
-    (every column, the two relations cached), from one statement built once. At a session's start the ORM spent
-    1.9 ms of CPU on it (0.4 ms so), while the other sessions of a wave waited for the interpreter."""
-    sql, parts = _load_session_sql()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [session_id])
-        row = cursor.fetchone()
-    if row is None:
-        raise AgentSession.DoesNotExist(f"AgentSession {session_id} does not exist.")
-    instances, start = [], 0
-    for model, names in parts:
-        values = row[start:start + len(names)]
-        start += len(names)
-        # A session billed to nobody: the LEFT JOIN's columns are all NULL (the user's id among them).
-        instances.append(None if values[0] is None else instance_from_row(model, dict(zip(names, values,
-                                                                                           strict=True))))
-    session, database, billed_to = instances
-    AgentSession.database.field.set_cached_value(session, database)
-    AgentSession.billed_to.field.set_cached_value(session, billed_to)
-    return session
-
-
-@functools.cache
-def _load_session_sql() -> tuple[str, list[tuple[type, tuple[str, ...]]]]:
-    """The SELECT of a session joined to its database and its billed user, and each model's attribute names in
-    the order of its columns there (the primary key first)."""
-    qn = connection.ops.quote_name
-    user_model = AgentSession._meta.get_field("billed_to").related_model
-    parts, columns = [], []
-    for alias, model in (("s", AgentSession), ("d", Database), ("u", user_model)):
-        fields = sorted(model._meta.concrete_fields, key=lambda f: not f.primary_key)
-        parts.append((model, tuple(f.attname for f in fields)))
-        columns += [f"{alias}.{qn(f.column)}" for f in fields]
-    meta = AgentSession._meta
-    sql = (f"SELECT {', '.join(columns)} FROM {qn(meta.db_table)} s "
-           f"INNER JOIN {qn(Database._meta.db_table)} d ON d.{qn(Database._meta.pk.column)} = "
-           f"s.{qn(meta.get_field('database').column)} "
-           f"LEFT OUTER JOIN {qn(user_model._meta.db_table)} u ON u.{qn(user_model._meta.pk.column)} = "
-           f"s.{qn(meta.get_field('billed_to').column)} WHERE s.{qn(meta.pk.column)} = %s")
-    return sql, parts
 
 
 def _store_turn(session_id: int, lease: str, record: TurnRecord, previous_messages: list[Message]) -> None:
@@ -652,57 +476,21 @@ def _store_turn(session_id: int, lease: str, record: TurnRecord, previous_messag
         # Two statements: the turn, then the session's counters and heartbeat under its lease. A lost lease
         # rolls the turn back; a turn stored already fails the insert (unique (session, index)).
         with transaction.atomic():
-            _insert_turn(turn)
-            if not _add_turn_counters(session_id, lease, record):
+            turn.save(force_insert=True)
+            counted = AgentSession.objects.filter(pk=session_id, lease=lease).update(
+                heartbeat_at=timezone.now(), rounds=F("rounds") + (1 if record.completion is not None else 0),
+                tool_calls=F("tool_calls") + (1 if record.tool_latency_ms is not None else 0),
+                prompt_tokens=F("prompt_tokens") + int(record.prompt_tokens),
+                completion_tokens=F("completion_tokens") + int(record.completion_tokens),
+                llm_latency_ms=F("llm_latency_ms") + float(record.llm_latency_ms or 0),
+                tool_latency_ms=F("tool_latency_ms") + float(record.tool_latency_ms or 0))
+            if not counted:
                 raise LeaseLost(session_id)
     except IntegrityError:
         # Already stored by an earlier delivery of this session: never a duplicate, nor counted twice.
         logger.info("turn %s of session %s already stored", record.index, session_id)
         if not AgentSession.objects.filter(pk=session_id, lease=lease).update(heartbeat_at=timezone.now()):
             raise LeaseLost(session_id) from None
-
-
-def _insert_turn(turn: Turn) -> None:
-    """``turn.save(force_insert=True)`` written out: the same cleaning (the pre_save hygiene) and the same values
-    (each field's ``pre_save`` and ``get_db_prep_save``, as the ORM prepares them), in an INSERT built once.
-    Every turn of every session is stored so: the ORM spent about 0.3 ms of CPU a turn more (of about 2 ms a
-    stored turn costs), each of a wave's 64 answers paying it while the others wait.
-    Nothing listens to a Turn's post_save; the instance gets no primary key (nobody reads it)."""
-    sql, fields = _turn_insert_sql()
-    clean_instance(turn)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [f.get_db_prep_save(f.pre_save(turn, True), connection) for f in fields])
-
-
-@functools.cache
-def _turn_insert_sql() -> tuple[str, tuple[Field, ...]]:
-    fields = tuple(f for f in Turn._meta.concrete_fields if not f.primary_key)
-    qn = connection.ops.quote_name
-    return (f"INSERT INTO {qn(Turn._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-            f"VALUES ({', '.join(['%s'] * len(fields))})", fields)
-
-
-@functools.cache
-def _counters_sql() -> str:
-    column = _session_columns()
-    added = ("rounds", "tool_calls", "prompt_tokens", "completion_tokens", "llm_latency_ms", "tool_latency_ms")
-    return (f"UPDATE {AgentSession._meta.db_table} SET {column['heartbeat_at']} = %s, "
-            + ", ".join(f"{column[name]} = {column[name]} + %s" for name in added)
-            + f" WHERE {column['id']} = %s AND {column['lease']} = %s")
-
-
-def _add_turn_counters(session_id: int, lease: str, record: TurnRecord) -> bool:
-    """Add a stored turn to its session's counters and beat its heartbeat, under the lease; False if lost.
-
-    SQL written out: at every turn of every session, the ORM spent about 0.4 ms of CPU building the same UPDATE
-    of six F() expressions (of the 2.6 ms a turn's storing took), and a wave of 64 answers pays it 64 times."""
-    with connection.cursor() as cursor:
-        cursor.execute(_counters_sql(), [
-            connection.ops.adapt_datetimefield_value(timezone.now()),
-            1 if record.completion is not None else 0, 1 if record.tool_latency_ms is not None else 0,
-            int(record.prompt_tokens), int(record.completion_tokens), float(record.llm_latency_ms or 0),
-            float(record.tool_latency_ms or 0), session_id, lease])
-        return cursor.rowcount > 0
 
 
 def result_preview(result) -> dict[str, Any] | None:
@@ -730,7 +518,7 @@ def session_execute(*, session_id: int) -> None:
     interrupted: BaseException | None = None
     with ExitStack() as cleanup:  # closes the tools' connector however the session ends
         try:
-            session = _load_session(session_id)
+            session = AgentSession.objects.select_related("database", "billed_to").get(pk=session_id)
             previous = session_records(session)
             strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
             # The thread's SQLite query process serves session after session (a child per session was costly).
@@ -760,10 +548,8 @@ def session_execute(*, session_id: int) -> None:
                 _store_turn(session_id, lease, record, last_messages)
                 last_messages = list(record.messages)
 
-            def should_cancel() -> bool:
-                if time.monotonic() > deadline:
-                    return True
-                return _cancel_requested(session_id)
+            def should_cancel() -> bool:  # asked before each round; a stop request arrives with the next beat
+                return time.monotonic() > deadline or session.cancel_requested or keeper.cancelled(session_id)
 
             outcome = strategy.run(ctx, tools=tools, llm=llm, on_turn=on_turn, previous_turns=previous,
                                    should_cancel=should_cancel)
@@ -793,15 +579,7 @@ def session_execute(*, session_id: int) -> None:
         _release(session_id, lease)
         raise SessionInterrupted(f"session {session_id}: {interrupted}") from interrupted
     if finished:
-        _notify_finished(session_id)
-
-
-def _cancel_requested(session_id: int) -> bool:
-    # Asked before every round of every session: in SQL, as the ORM took about 0.4 ms of CPU to build it.
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT cancel_requested FROM {AgentSession._meta.db_table} WHERE id = %s", [session_id])
-        row = cursor.fetchone()
-    return bool(row and row[0])
+        signals.session_finished.send_robust(sender=AgentSession, session_id=session_id)
 
 
 def _close_connection() -> None:
@@ -828,28 +606,11 @@ def _release(session_id: int, lease: str) -> None:
 def _finish(session_id: int, lease: str, *, status: str, error: str, started: float, final_sql: str = "",
             result: dict | None = None, cost: float | None = None) -> bool:
     """Store the outcome while this worker still holds the lease; True when it did."""
-    # No pre_save cleaning on this path (as with update()): outside text (the model's SQL, cells, messages) is
-    # cleaned here.
+    # update() sends no pre_save: outside text (the model's SQL, cells, messages) is cleaned here.
     now = timezone.now()
-    values = {"status": status, "error": clean_text(error), "final_sql": clean_text(final_sql),
-              "result": clean_json(result), "cost": cost, "finished_at": now,
-              "elapsed_ms": (time.monotonic() - started) * 1000, "heartbeat_at": now}
-    sql, fields = _finish_sql()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*(f.get_db_prep_save(values[f.name], connection) for f in fields), session_id, lease])
-        return cursor.rowcount > 0
-
-
-@functools.cache
-def _finish_sql() -> tuple[str, tuple[Field, ...]]:
-    """The UPDATE that stores a session's outcome under its lease, built once (as ``_counters_sql``: through
-    the ORM it took 0.57 ms of CPU at every session's end, 0.27 ms so), and its fields in the order of their ``%s``;
-    values go through each field's ``get_db_prep_save``, as ``update()`` sends them."""
-    meta, column = AgentSession._meta, _session_columns()
-    fields = tuple(meta.get_field(name) for name in ("status", "error", "final_sql", "result", "cost",
-                                                       "finished_at", "elapsed_ms", "heartbeat_at"))
-    return (f"UPDATE {meta.db_table} SET {', '.join(f'{f.column} = %s' for f in fields)} "
-            f"WHERE {column['id']} = %s AND {column['lease']} = %s", fields)
+    return bool(AgentSession.objects.filter(pk=session_id, lease=lease).update(
+        status=status, error=clean_text(error), final_sql=clean_text(final_sql), result=clean_json(result),
+        cost=cost, finished_at=now, elapsed_ms=(time.monotonic() - started) * 1000, heartbeat_at=now))
 
 
 def sessions_recover_stale(*, stale_after_s: float | None = None, max_attempts: int = MAX_ATTEMPTS) -> dict:

@@ -44,7 +44,7 @@ class RunAdmin(admin.ModelAdmin):
     list_display = ("id", "name", "dataset", "source", "strategy", "status", "created_by", "created_at")
     list_filter = ("source", "status", "strategy", "dataset")
     search_fields = ("name",)
-    readonly_fields = ("totals", "breakdowns", "import_issues", "evaluated_at", "dispatched_at", "created_at")
+    readonly_fields = ("totals", "breakdowns", "import_issues", "evaluated_at", "created_at")
 
 
 @admin.register(RunItem)

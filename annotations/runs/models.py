@@ -108,7 +108,6 @@ class Run(models.Model):
     totals = models.JSONField(default=dict, blank=True, help_text="EX, Soft-F1 and counts of the last evaluation.")
     breakdowns = models.JSONField(default=dict, blank=True)
     evaluated_at = models.DateTimeField(null=True, blank=True)
-    dispatched_at = models.DateTimeField(null=True, blank=True, help_text="Last poll of the run's dispatcher.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -7,10 +7,12 @@ database and broker instead), with the replay LLM server and a dataset built on 
    threads, LLM at ``--latency-ms``: the sessions per second this worker manages when it never waits;
 2. a run of ``--questions`` questions (``--rounds`` LLM calls each, same latency) at concurrency
    ``--threads``: its throughput as a percentage of that baseline (target 60 %), the dispatcher's CPU
-   share of the worker's (target under 10 %), the worker's RSS over the run, the ETA shown at 25 %;
-3. an LLM-bound run: ``--slow-questions`` questions at ``--slow-latency-ms`` per call, concurrency
-   ``--slow-concurrency``: wall time against ceil(questions / concurrency) x rounds x latency (target 90 %);
-   ``--trace`` adds where a session's time goes there (benchmarks/runs/trace.py).
+   share of the worker's, the worker's RSS over the run, the ETA shown at 25 %;
+3. an LLM-bound run: ``--slow-questions`` questions at ``--slow-latency-ms`` per call (``--slow-shape lognormal``:
+   seeded latencies of median ``--median-ms`` and p90 ``--p90-ms`` instead), concurrency ``--slow-concurrency``:
+   wall time against the ideal schedule (each question started the moment a slot is free; for fixed latencies
+   ceil(questions / concurrency) x rounds x latency); ``--trace`` adds where a session's time goes there
+   (benchmarks/runs/trace.py).
 """
 
 from __future__ import annotations
@@ -104,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-questions", type=int, default=320)
     parser.add_argument("--slow-latency-ms", type=int, default=1000)
     parser.add_argument("--slow-concurrency", type=int, default=64)
+    parser.add_argument("--slow-shape", choices=("fixed", "lognormal"), default="fixed",
+                        help="step 3's call latencies: all --slow-latency-ms, or lognormal (--median-ms, --p90-ms)")
+    parser.add_argument("--median-ms", type=float, default=2500)
+    parser.add_argument("--p90-ms", type=float, default=8000)
+    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--slow-workers", type=int, default=1,
                         help="worker processes sharing the LLM-bound run's concurrency (threads pool each)")
     parser.add_argument("--slow-threads", type=int, default=0,
@@ -119,7 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from tests.support.private_services import PrivatePostgres, PrivateRedis
     from tests.support.replay_server import ReplayServerProcess
-    from tests.support.run_dataset import replay_script
+    from tests.support.run_dataset import (
+        ideal_schedule_s,
+        lognormal_latency,
+        replay_script,
+        session_latency_s,
+    )
 
     # The app's var/ and, beside it (a database inside var/ is refused as a target), the generated datasets.
     root = Path(tempfile.mkdtemp(prefix="t2s-bench-runs-"))
@@ -188,17 +200,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"scored {final['evaluated'] - final['last_finish']:.1f} s later by the evaluation task, "
                   f"{final['correct']} correct")
             print(f"   dispatcher CPU {dispatch:.1f} s of the worker's {cpu:.1f} s = {100 * dispatch / cpu:.1f} % "
-                  f"(target under 10 %): {during[-1]['dispatches'] - during[0]['dispatches']} calls, "
-                  f"{during[-1]['passes'] - during[0]['passes']} passes, "
-                  f"{during[-1]['skipped'] - during[0]['skipped']} found the run locked by another process "
-                  f"(those that found a sibling thread passing are not counted)")
+                  f"{during[-1]['dispatches'] - during[0]['dispatches']} calls, "
+                  f"{during[-1]['passes'] - during[0]['passes']} passes")
             print("   worker RSS (MB) at 0/25/50/75/100 % of the run: " + " / ".join(f"{m:.0f}" for m in marks))
 
         if "3" in args.stages:
             # 3. LLM-bound: slow calls, many at once
             app.step("dataset", str(args.slow_questions), "slow")
-            with ReplayServerProcess(replay_script(args.slow_questions, rounds=args.rounds,
-                                            latency_ms=args.slow_latency_ms)) as server:
+            shape = (lognormal_latency(median_ms=args.median_ms, p90_ms=args.p90_ms, seed=args.seed)
+                     if args.slow_shape == "lognormal" else None)
+            script = replay_script(args.slow_questions, rounds=args.rounds, latency_ms=args.slow_latency_ms,
+                                   latency=shape)
+            durations = [session_latency_s(script, i) for i in range(args.slow_questions)]
+            with ReplayServerProcess(script) as server:
                 app.step("endpoint", server.url)
                 # The run's concurrency spread over --slow-workers processes (one GIL each).
                 threads = args.slow_threads or math.ceil(args.slow_concurrency / args.slow_workers)
@@ -214,8 +228,10 @@ def main(argv: list[str] | None = None) -> int:
                     for worker in workers:
                         stop(worker)
             wall = slow["last_finish"] - slow["created"]
-            ideal = math.ceil(args.slow_questions / args.slow_concurrency) * args.rounds * args.slow_latency_ms / 1000
-            print(f"3. run of {slow['total']} questions, {args.rounds} calls of {args.slow_latency_ms} ms, concurrency "
+            ideal = ideal_schedule_s(durations, args.slow_concurrency)
+            calls = (f"{args.slow_latency_ms} ms" if shape is None else
+                     f"lognormal latencies (median {args.median_ms:.0f} ms, p90 {args.p90_ms:.0f} ms, seed {args.seed})")
+            print(f"3. run of {slow['total']} questions, {args.rounds} calls of {calls}, concurrency "
                   f"{args.slow_concurrency} ({args.slow_workers} worker process(es) of {threads} threads): {wall:.1f} s, LLM-bound ideal {ideal:.1f} s = {100 * ideal / wall:.0f} % "
                   f"(target 90 %)")
             cpu = dispatch = consumer = 0.0
@@ -229,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   worker CPU {cpu:.1f} s ({1000 * cpu / slow['total']:.0f} ms a session), dispatcher "
                       f"{dispatch:.1f} s, consumer thread {consumer:.1f} s; a session waited {slow['wait_p50']:.2f} s (max {slow['wait_first_max']:.2f} "
                       f"in the first {args.slow_concurrency}, {slow['wait_later_max'] or 0:.2f} later) to start and ran {slow['run_p50']:.2f} s (max {slow['run_max']:.2f}) for "
-                      f"{args.rounds * args.slow_latency_ms / 1000:.1f} s of LLM latency (an LLM call {slow['call_p50_ms']:.0f} ms, "
+                      f"{sorted(durations)[len(durations) // 2]:.1f} s of LLM latency p50 (an LLM call {slow['call_p50_ms']:.0f} ms, "
                       f"max {slow['call_max_ms']:.0f}); the first started "
                       f"{slow['first_start'] - slow['created']:.2f} s after the launch")
                 if slow.get("idle_slot_s") is not None:

@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
     elif command == "endpoint":
         LLMEndpoint.objects.update_or_create(name="replay", defaults={
             "base_url": argv[1], "model": "replay-model", "api_key_env": "", "is_default": True,
-            "max_concurrency": 256, "timeout_s": 30, "max_retries": 3})
+            "max_concurrency": 256, "timeout_s": 300, "max_retries": 3})  # above the longest scripted call
     elif command == "sessions":  # every question posted at once, no run: the worker's own pace
         dataset = Dataset.objects.get(name=argv[1])
         for q in dataset.questions.select_related("database"):

@@ -2,7 +2,7 @@
 
 The worker records, per session, the moment (and the thread's CPU time) at which its message was received,
 its task started, its lease was claimed, each LLM call passed the gate, went out over HTTP and came back,
-each turn was stored and the run was told it finished. ``summary`` turns those marks into one line per
+each turn was stored and the run was told it finished (its dispatch pass). ``summary`` turns those marks into one line per
 segment between consecutive marks (claimed -> gate is the session's set-up, http -> http the LLM call as the
 worker saw it, store -> store a turn's storing), which says whether a session waits on the interpreter lock
 (wall far above CPU) or spends CPU, and where. The wrappers replace private functions of the session
@@ -30,6 +30,7 @@ def install(path: Path) -> None:
     from agent.llm import client, gate
     from agent.services import sessions
     from agent.services.leases import RUN_SESSION_TASK as SESSION_TASK
+    from annotations.runs.services import dispatch
 
     marks: list[Mark] = []  # list.append is atomic: no lock on the hot path
     local = threading.local()
@@ -64,7 +65,7 @@ def install(path: Path) -> None:
 
     around(sessions, "_claim", "claim", session_arg=True)
     around(sessions, "_store_turn", "store")
-    around(sessions, "_notify_finished", "notify")
+    around(dispatch, "run_session_finished", "notify")
     around(gate.GatedChatModel, "complete", "gate")
     around(client.LLMClient, "_attempt", "http")
 
@@ -100,7 +101,13 @@ def summary(paths: Iterable[Path]) -> list[str]:
             key = f"{k0} -> {k1}"
             wall[key].append(t1 - t0)
             cpu[key].append(c1 - c0)
-    lines = [f"   {'segment':22s} {'n':>5s}  wall p50 / p90 / max (ms)   thread CPU p50 / p90 (ms)"]
+    per_session = [sum(c1 - c0 for (_, k0, _, c0), (_, k1, _, c1) in itertools.pairwise(sorted(marks))
+                       if "received" not in (k0, k1) and k1 != "prerun") for marks in by_session.values()]
+    lines = []
+    if per_session:
+        lines.append(f"   worker thread CPU per session: p50 {1000 * _pct(per_session, 0.5):.1f} ms, "
+                     f"p90 {1000 * _pct(per_session, 0.9):.1f} ms ({len(per_session)} sessions)")
+    lines += [f"   {'segment':22s} {'n':>5s}  wall p50 / p90 / max (ms)   thread CPU p50 / p90 (ms)"]
     for key, values in sorted(wall.items(), key=lambda item: -sum(item[1])):
         spent = cpu.get(key)
         cpu_text = f"{1000 * _pct(spent, 0.5):7.2f} / {1000 * _pct(spent, 0.9):6.2f}" if spent else "      -"

@@ -1,11 +1,11 @@
 """A Celery worker that also samples itself, for ``make bench-runs``.
 
 ``python -m benchmarks.runs.worker STATS_FILE <celery worker arguments>``: the real worker, with the
-dispatcher's two entry points (``run_dispatch``, the poll's, and ``run_session_finished``, a finished
-session's, which includes finding the session's run) wrapped to add up the CPU time of the threads running
-them, their passes counted, and a thread writing one JSON line per second to STATS_FILE: the process's CPU
-seconds, the consumer thread's (Celery's main thread, which receives, hands out and acks messages), the dispatcher's, the number of calls, of passes and of passes skipped, and the resident set size.
-With ``T2S_BENCH_TRACE=FILE`` it also marks each session's steps (benchmarks/runs/trace.py).
+dispatcher's entry points (``run_dispatch``, a pass, and ``run_session_finished``, a finished session's, which
+includes finding the session's run) wrapped to add up the CPU time of the threads running them, and a thread
+writing one JSON line per second to STATS_FILE: the process's CPU seconds, the consumer thread's (Celery's main
+thread, which receives, hands out and acks messages), the dispatcher's, the number of calls and of passes, and
+the resident set size. With ``T2S_BENCH_TRACE=FILE`` it also marks each session's steps (benchmarks/runs/trace.py).
 """
 
 from __future__ import annotations
@@ -39,38 +39,32 @@ def main() -> None:
     import django
 
     django.setup()
-    from annotations.runs import services
     from annotations.runs.services import dispatch
 
     lock = threading.Lock()
-    dispatch_cpu = [0.0, 0, 0, 0]  # CPU seconds, calls, passes, passes skipped (the run's row locked by another process)
+    local = threading.local()
+    dispatch_cpu = [0.0, 0, 0, 0]  # CPU seconds, calls, passes, (unused: kept for the samples' format)
 
-    def timed(original):
+    def timed(original, *, counts: int):
+        # The signal's receiver and the poll look these up in the module at each call: wrapped here, they count.
+        # A pass inside a finished session's call is counted once, in the outer call's CPU.
         def wrapper(**kwargs):
+            depth = getattr(local, "depth", 0)
+            local.depth = depth + 1
             started = time.thread_time()
             try:
                 return original(**kwargs)
             finally:
+                local.depth = depth
                 with lock:
-                    dispatch_cpu[0] += time.thread_time() - started
-                    dispatch_cpu[1] += 1
+                    if not depth:
+                        dispatch_cpu[0] += time.thread_time() - started
+                        dispatch_cpu[1] += 1
+                    dispatch_cpu[counts] += 1 if counts else 0
         return wrapper
 
-    def counted(original):
-        def wrapper(*args, **kwargs):
-            result = original(*args, **kwargs)
-            with lock:
-                dispatch_cpu[2 if result is not None else 3] += 1
-            return result
-        return wrapper
-
-    services.run_dispatch = timed(services.run_dispatch)
-    services.run_session_finished = timed(services.run_session_finished)
-    dispatch._dispatch_pass = counted(dispatch._dispatch_pass)
-    from agent.services import sessions
-
-    # The app registered the unwrapped function at start-up; the same key replaces it.
-    sessions.on_session_finished("runs", lambda session_id: services.run_session_finished(session_id=session_id))
+    dispatch.run_dispatch = timed(dispatch.run_dispatch, counts=2)
+    dispatch.run_session_finished = timed(dispatch.run_session_finished, counts=0)
 
     main_thread = threading.main_thread().native_id  # Celery's consumer: receives, hands out and acks messages
 

@@ -1,6 +1,6 @@
-"""Fault injection on a real deployment: a worker SIGKILLed mid-run, the broker restarted with messages queued,
-the database restarted mid-run, and the embedded mode (SQLite app database and broker) with a worker killed
-and restarted. Each runs a 24-question run against the replay LLM and checks that no session is lost, no
+"""Fault injection on a real deployment: a worker SIGKILLed mid-run, the broker killed or shut down and restarted
+with messages queued, the database restarted mid-run, and the embedded mode (SQLite app database and broker) with
+a worker killed and restarted. The worker consumes every queue and runs beat, as `manage.py serve` does. Each runs a 24-question run against the replay LLM and checks that no session is lost, no
 turn is stored twice, no LLM call is repeated for a turn that was stored (only a call in flight at the
 fault may be), and that the run finishes within a bound after the fault.
 
@@ -12,6 +12,8 @@ and fail instead in CI (T2S_REQUIRE_SERVICES=1).
 from __future__ import annotations
 
 import os
+import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -62,7 +64,7 @@ class Deployment:
         return done.stdout.strip()
 
     def worker(self, concurrency: int) -> WorkerProcess:
-        return WorkerProcess(self.tmp, concurrency=concurrency, name="faults",
+        return WorkerProcess(self.tmp, concurrency=concurrency, name="faults", beat=True,
                              **{**self.env, "DATABASE_URL": self.database_url, "CELERY_BROKER_URL": self.broker_url,
                                 "T2S_INDEX_DIR": str(self.var / "indexes")})
 
@@ -177,7 +179,7 @@ def pg_and_redis():
 @pytest.fixture
 def deployment(pg_and_redis, tmp_path, request):
     pg, redis, template = pg_and_redis
-    name = f"t2s_{request.node.name[5:40].lower()}"
+    name = "t2s_" + re.sub(r"\W", "_", request.node.name.lower())[-40:]  # a parametrized test's id included
     pg.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
     # Each test on an empty broker database of its own.
     db_number = len(request.node.name) % 15 + 1
@@ -218,21 +220,30 @@ def test_worker_sigkilled_mid_run_then_restarted_loses_and_repeats_nothing(deplo
     kill_worker_mid_run_and_restart(deployment, latency_ms=300)
 
 
-def test_broker_restarted_with_queued_messages_loses_no_session(deployment, pg_and_redis):
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "shut-down"])
+def test_broker_restarted_under_a_run_loses_no_session_and_the_worker_carries_on(deployment, pg_and_redis, how):
+    # With the default lost-message sweep: a queued session whose message went with the broker starts again
+    # within 30 s of the restart, the worker (sessions, dispatch and beat in one process) survives, and the
+    # run is scored with no one restarting anything.
     _, redis, _ = pg_and_redis
+    deployment.env.pop("T2S_SESSION_QUEUED_STALE_AFTER_S")
     run_id, server = start_run(deployment, latency_ms=300, concurrency=12)
     worker = deployment.worker(3).start()  # fewer threads than the run's sessions: messages wait in Redis
     try:
         deployment.wait(lambda: deployment.statuses(run_id).get("answered", 0) >= 3, 90, "three answered sessions")
-        queued = deployment.statuses(run_id).get("queued", 0)
-        assert queued > 0
-        redis.kill()  # no persistence: every queued message is gone
-        fault = time.monotonic()
-        time.sleep(1)
+        assert deployment.statuses(run_id).get("queued", 0) > 0
+        redis.kill(how)  # no persistence: every queued message is gone
         redis.start()
+        fault = time.monotonic()
+        queued = {pk for (pk,) in deployment.rows(
+            f"SELECT s.id FROM annotations_runitem i JOIN agent_agentsession s ON s.id = i.session_id "
+            f"WHERE i.run_id = {run_id} AND s.status = 'queued'")}
+        deployment.wait(lambda: not queued & {pk for (pk,) in deployment.rows(
+            "SELECT id FROM agent_agentsession WHERE status = 'queued'")}, 30, "the lost sessions to start again")
         deployment.wait(lambda: deployment.run_status(run_id) == "done", RECOVERY_BOUND_S, "the run to be scored")
         assert time.monotonic() - fault < RECOVERY_BOUND_S
         check_nothing_lost_or_repeated(deployment, run_id, server, repeats_allowed=12)
+        assert worker.proc.poll() is None and "Unrecoverable error" not in worker.log.read_text()
     finally:
         _stop(worker, server)
 

@@ -128,10 +128,10 @@ class PrivateRedis:
         _wait_port(self.port, 20)
         return self
 
-    def kill(self) -> None:
-        """SIGKILL: the queued messages are gone."""
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """SIGKILL (or a clean shutdown with SIGTERM): without persistence, the queued messages are gone."""
         if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
+            self.proc.send_signal(sig)
             self.proc.wait()
         _wait_port(self.port, 10, up=False)
 

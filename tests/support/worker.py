@@ -26,9 +26,11 @@ def _database_url() -> str:
 
 
 class WorkerProcess:
-    def __init__(self, log_dir: Path, *, concurrency: int = 4, name: str = "test", **env: str) -> None:
+    def __init__(self, log_dir: Path, *, concurrency: int = 4, name: str = "test", beat: bool = False,
+                 **env: str) -> None:
         self.log_dir = log_dir
         self.concurrency = concurrency
+        self.beat = beat  # embedded Celery beat, as `manage.py serve` runs it: the runs' poll
         self.name = name  # kept across restarts: a restarted worker takes its own sessions back at once
         self.env = {**os.environ, "DATABASE_URL": _database_url(),
                     "T2S_INDEX_DIR": str(agent_settings.INDEX_DIR), "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
@@ -36,14 +38,15 @@ class WorkerProcess:
         self.proc: subprocess.Popen | None = None
         self.starts = 0
 
-    def start(self, timeout: float = 40) -> WorkerProcess:
+    def start(self, timeout: float = 90) -> WorkerProcess:
         self.starts += 1
         log = self.log_dir / f"worker-{self.starts}.log"
         self.log = log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "t2s_site", "worker", "--pool", "threads", "--concurrency", str(self.concurrency),
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{self.name}@%h",
-             "--loglevel", "INFO"],
+             "--loglevel", "INFO",
+             *(["--beat", "--schedule", str(self.log_dir / "celerybeat-schedule")] if self.beat else [])],
             cwd=ROOT, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -12,7 +12,7 @@ from t2s_site.celery import QUEUES, app
     ("agent.tasks.recover_stale_sessions", "dispatch"),
     ("agent.tasks.refresh_database", "indexes"),
     ("annotations.tasks.dispatch_run", "dispatch"),
-    ("annotations.tasks.revive_run_dispatchers", "dispatch"),
+    ("annotations.tasks.poll_runs", "dispatch"),
     ("annotations.tasks.evaluate_run", "evaluation"),
 ])
 def test_each_task_is_routed_to_its_queue(task: str, queue: str) -> None:
@@ -33,3 +33,17 @@ def test_a_routed_message_reaches_its_queue_only() -> None:
     assert len(bindings) == len(QUEUES)
     route = app.amqp.router.route({}, "agent.tasks.run_session")
     assert (route["queue"].exchange.name, route["queue"].routing_key) == ("sessions", "sessions")
+
+
+def test_beat_polls_running_runs_and_no_dispatch_message_is_held_unacknowledged() -> None:
+    from annotations.conf import annotations_settings
+
+    app.loader.import_default_modules()
+    app.finalize()
+    poll = app.conf.beat_schedule["poll-runs"]
+    assert poll["task"] == "annotations.tasks.poll_runs"
+    assert poll["schedule"] == float(annotations_settings.DISPATCH_POLL_S) == poll["options"]["expires"]
+    # Acknowledged on receipt: a broker restart finds no dispatch message unacknowledged in a worker (kombu fails
+    # to restore one there), and a lost one is made up for by the next poll.
+    for name in ("annotations.tasks.poll_runs", "annotations.tasks.dispatch_run"):
+        assert app.tasks[name].acks_late is False

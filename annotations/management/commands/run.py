@@ -31,7 +31,9 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int)
         parser.add_argument("--spend-cap", type=float)
         parser.add_argument("--pool", metavar="SPEC", help=POOL_HELP)
-        parser.add_argument("--resume", type=int, metavar="RUN_ID", help="Resume a run: only missing/failed questions.")
+        parser.add_argument("--resume", type=int, metavar="RUN_ID",
+                            help="Resume a run: questions never run, and those whose session failed, was "
+                                 "cancelled or ended in an LLM error.")
         parser.add_argument("--wait", action="store_true")
         parser.add_argument("--user", metavar="USERNAME",
                             help="Launch or resume as this account: it must be an Operator who sees the dataset (as "
@@ -85,7 +87,9 @@ class Command(BaseCommand):
         while True:
             run.refresh_from_db()
             progress = services.run_progress(run=run)
-            self.stdout.write(f"\r{progress['finished']}/{progress['total']} done, {progress['active']} running",
+            state = (f", stalled for {progress['stalled_s']:.0f} s" if progress["stalled_s"] else
+                     f", about {progress['eta_s']:.0f} s left" if progress["eta_s"] else "")
+            self.stdout.write(f"\r{progress['finished']}/{progress['total']} done, {progress['active']} running{state}",
                               ending="")
             self.stdout.flush()
             if run.status not in (Run.Status.RUNNING, Run.Status.EVALUATING, Run.Status.PENDING):

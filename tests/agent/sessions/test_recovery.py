@@ -5,7 +5,7 @@ database fault leaves a session resumable, never FAILED, without redoing a store
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
@@ -127,7 +127,8 @@ def test_a_lease_names_its_worker_and_a_restarted_worker_requeues_its_own_at_onc
     assert AgentSession.objects.get(pk=theirs.pk).status == AgentSession.Status.RUNNING
 
 
-def test_the_keeper_beats_for_held_sessions_and_notices_a_takeover(spider_database, replay_llm):
+def test_the_keeper_beats_for_held_sessions_and_notices_a_request_to_stop_and_a_takeover(spider_database,
+                                                                                         replay_llm):
     db = spider_database("concert_singer")
     replay_llm(["Thought: x\nAction: Done"])
     session = sessions.session_create(database=db, question=QUESTION, enqueue=False)
@@ -137,13 +138,17 @@ def test_the_keeper_beats_for_held_sessions_and_notices_a_takeover(spider_databa
     keeper.hold(session.pk, "me#1")
     keeper.beat()
     assert AgentSession.objects.get(pk=session.pk).heartbeat_at > past and not keeper.lost(session.pk)
+    assert not keeper.cancelled(session.pk)
+    sessions.session_cancel(session=session)  # a running session: asked to stop before its next round
+    keeper.beat()
+    assert keeper.cancelled(session.pk)
     AgentSession.objects.filter(pk=session.pk).update(lease="someone-else#2")
     keeper.beat()
     assert keeper.lost(session.pk)
 
 
 def test_a_database_fault_mid_session_requeues_it_and_it_resumes_without_redoing_stored_turns(
-        spider_database, replay_llm, monkeypatch):
+        spider_database, replay_llm):
     db = spider_database("concert_singer")
     server = replay_llm([
         'Thought: one\nAction: SearchValue("Joe Sharp")',
@@ -151,17 +156,15 @@ def test_a_database_fault_mid_session_requeues_it_and_it_resumes_without_redoing
         f'Thought: two\nAction: ExecuteSQL("{COUNT_SQL}")',  # the call in flight, asked again
         "Thought: three\nAction: Done",
     ])
-    real_store = sessions._store_turn
-    faults = iter([False, True])
+    turn_inserts = iter([False, True])  # the second turn's INSERT meets a database that went away
 
-    def flaky_store(session_id, lease, record, previous):
-        if next(faults, False):
+    def flaky_database(execute, sql, params, many, context):
+        if sql.startswith(f'INSERT INTO "{Turn._meta.db_table}"') and next(turn_inserts, False):
             raise OperationalError("terminating connection due to administrator command")
-        real_store(session_id, lease, record, previous)
+        return execute(sql, params, many, context)
 
-    monkeypatch.setattr(sessions, "_store_turn", flaky_store)
     session = sessions.session_create(database=db, question=QUESTION, enqueue=False)
-    with pytest.raises(sessions.SessionInterrupted):
+    with connection.execute_wrapper(flaky_database), pytest.raises(sessions.SessionInterrupted):
         sessions.session_execute(session_id=session.pk)
     session.refresh_from_db()
     assert session.status == AgentSession.Status.QUEUED and session.lease == "" and not session.error
@@ -185,3 +188,26 @@ def test_stale_running_sessions_are_requeued_and_given_up_after_max_attempts(spi
     out = leases.recover_stale(stale_after_s=7)
     assert out == {"failed": 1, "resumed": [dead.pk]}
     assert AgentSession.objects.get(pk=worn.pk).status == AgentSession.Status.FAILED
+
+
+def test_by_default_a_session_whose_message_the_broker_lost_is_published_again_within_30_seconds(
+        spider_database, replay_llm, monkeypatch):
+    from django.core.cache import cache
+
+    from agent.conf import agent_settings
+    from t2s_site.celery import app
+
+    # Published at most this long ago, and looked at again at least this often.
+    assert agent_settings.SESSION_QUEUED_STALE_AFTER_S + leases.queued_sweep_period() <= 30
+    db = spider_database("concert_singer")
+    replay_llm(["Thought: x\nAction: Done"])
+    lost = sessions.session_create(database=db, question=QUESTION, enqueue=False)
+    waiting = sessions.session_create(database=db, question=QUESTION, enqueue=False)
+    AgentSession.objects.filter(pk=lost.pk).update(
+        queued_at=timezone.now() - timedelta(seconds=agent_settings.SESSION_QUEUED_STALE_AFTER_S + 1))
+    AgentSession.objects.filter(pk=waiting.pk).update(queued_at=timezone.now())
+    sent = []
+    monkeypatch.setattr(app.tasks[leases.RUN_SESSION_TASK], "apply_async",
+                        lambda args=None, kwargs=None, **options: sent.append(args[0]))
+    cache.delete_many(["t2s:sweep-turn:running", "t2s:sweep-turn:queued"])
+    assert leases.sweep()["republished"] == [lost.pk] and sent == [lost.pk]

@@ -177,25 +177,40 @@ def test_a_nul_byte_in_the_final_result_and_sql_is_stored_cleaned_not_a_failed_s
     assert "\x00" not in session.final_sql
 
 
-def test_a_turn_is_stored_once_and_counted_once_and_never_under_a_lost_lease(spider_database, replay_llm):
+def test_a_turn_is_stored_once_and_counted_once_whatever_is_delivered_again(spider_database, replay_llm):
     db = spider_database("concert_singer")
-    replay_llm([f'Thought: Count them.\nAction: ExecuteSQL("{COUNT_SQL}")', "Thought: Done.\nAction: Done"])
+    server = replay_llm([f'Thought: Count them.\nAction: ExecuteSQL("{COUNT_SQL}")', "Thought: Done.\nAction: Done"])
     session = run(db)
-    records = sessions.session_records(session)
     assert session.rounds == 2 and Turn.objects.filter(session=session).count() == 2
-    # Delivered again (a second worker stored it first): no duplicate, not counted twice.
-    sessions._store_turn(session.pk, session.lease, records[0], [])
+    # Its message delivered again (a broker that lost the acknowledgement, a sweep that published it twice).
+    sessions.session_execute(session_id=session.pk)
     session.refresh_from_db()
     assert session.rounds == 2 and Turn.objects.filter(session=session).count() == 2
-    # A worker whose lease was taken over stores nothing more, counters included.
-    Turn.objects.filter(session=session, index=records[-1].index).delete()
-    with pytest.raises(sessions.LeaseLost):
-        sessions._store_turn(session.pk, "another-worker", records[-1], list(records[0].messages))
+    assert len(server.chat_requests()) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_whose_lease_was_taken_over_stores_nothing_more(spider_database, replay_llm):
+    import threading
+
+    from django.db import connection
+
+    db = spider_database("concert_singer")
+    server = replay_llm([{"text": f'Thought: Count them.\nAction: ExecuteSQL("{COUNT_SQL}")', "latency_ms": 1500},
+                         "Thought: Done.\nAction: Done"])
+    session = sessions.session_create(database=db, question=QUESTION, enqueue=False)
+    worker = threading.Thread(target=lambda: (sessions.session_execute(session_id=session.pk), connection.close()))
+    worker.start()
+    deadline = timezone.now() + timedelta(seconds=30)
+    while not server.chat_requests() and timezone.now() < deadline:  # the worker waits on its first answer
+        threading.Event().wait(0.02)
+    # Meanwhile another worker took the session over (this one was presumed dead).
+    AgentSession.objects.filter(pk=session.pk).update(lease="another-worker#1")
+    worker.join(30)
     session.refresh_from_db()
-    assert session.rounds == 2 and Turn.objects.filter(session=session).count() == 1
-    sessions._store_turn(session.pk, session.lease, records[-1], list(records[0].messages))
-    session.refresh_from_db()
-    assert session.rounds == 3 and Turn.objects.filter(session=session).count() == 2
+    assert session.lease == "another-worker#1" and session.status == AgentSession.Status.RUNNING
+    assert session.rounds == 0 and not Turn.objects.filter(session=session).exists()
+    assert len(server.chat_requests()) == 1
 
 
 def test_a_running_session_asked_to_stop_stops_before_its_next_llm_call(spider_database, replay_llm):
@@ -223,19 +238,23 @@ def test_a_stored_turn_adds_exactly_its_tokens_latencies_and_counts_to_the_sessi
     assert session.heartbeat_at >= session.started_at
 
 
-def test_a_session_is_claimed_once_until_its_worker_stops_beating(demo_database):
-    session = AgentSession.objects.create(database=demo_database, question="q", strategy="interactive_t2s",
-                                          config={}, status=AgentSession.Status.QUEUED)
-    lease = sessions._claim(session.pk)
-    session.refresh_from_db()
-    assert lease and session.lease == lease and session.status == AgentSession.Status.RUNNING
-    assert session.attempts == 1 and session.started_at is not None and session.heartbeat_at is not None
-    first_start = session.started_at
-    assert sessions._claim(session.pk) is None  # its worker beats: nobody else takes it
+def test_a_session_is_run_by_one_worker_until_that_worker_stops_beating(spider_database, replay_llm):
+    db = spider_database("concert_singer")
+    server = replay_llm([f'Thought: Count them.\nAction: ExecuteSQL("{COUNT_SQL}")', "Thought: Done.\nAction: Done"])
+    session = sessions.session_create(database=db, question=QUESTION, enqueue=False)
+    # Another worker holds it and beats: a second delivery leaves it alone.
+    AgentSession.objects.filter(pk=session.pk).update(status=AgentSession.Status.RUNNING, lease="w1#1", attempts=1,
+                                                      heartbeat_at=timezone.now(), started_at=timezone.now())
+    first_start = AgentSession.objects.get(pk=session.pk).started_at
+    sessions.session_execute(session_id=session.pk)
+    assert server.chat_requests() == [] and AgentSession.objects.get(pk=session.pk).lease == "w1#1"
+    # That worker stopped beating: this one takes it over, as a second attempt that keeps its first start.
     AgentSession.objects.filter(pk=session.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
-    again = sessions._claim(session.pk)  # stale: taken over, started_at kept
+    sessions.session_execute(session_id=session.pk)
     session.refresh_from_db()
-    assert again and again != lease and session.lease == again and session.attempts == 2
-    assert session.started_at == first_start and session.heartbeat_at > first_start
-    AgentSession.objects.filter(pk=session.pk).update(status=AgentSession.Status.ANSWERED, heartbeat_at=None)
-    assert sessions._claim(session.pk) is None  # a finished session is never claimed
+    assert session.status == AgentSession.Status.ANSWERED and session.lease not in ("", "w1#1")
+    assert session.attempts == 2 and session.started_at == first_start and session.heartbeat_at > first_start
+    # A finished session is never run again.
+    AgentSession.objects.filter(pk=session.pk).update(heartbeat_at=None)
+    sessions.session_execute(session_id=session.pk)
+    assert len(server.chat_requests()) == 2

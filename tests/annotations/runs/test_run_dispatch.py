@@ -1,20 +1,20 @@
-"""Run dispatch: a finished session fills its slot at once, a dispatch pass costs the same at any run size,
-the evaluation is queued as its own task, and the ETA comes from the observed completion rate."""
+"""Run dispatch: a finished session fills its slot at once, the run's concurrency is never exceeded however many
+sessions end together, a dispatch pass costs the same at any run size, beat's poll starts what a finished session
+could not, resume re-runs every failed question, and the evaluation is queued as its own task."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agent.models import AgentSession, DatabaseGrant, LLMEndpoint
-from agent.services import handover, sessions
+from agent.models import AgentSession, Database, DatabaseGrant, LLMEndpoint
+from agent.services import sessions
 from annotations.runs import services
 from annotations.runs.models import Run
-from annotations.runs.services import dispatch
 from tests.conftest import group_of_testers
 from tests.support.run_dataset import replay_script, write_dataset
 
@@ -85,24 +85,6 @@ def test_a_dispatch_pass_costs_the_same_for_a_run_of_10_or_300_questions(make_da
     assert counts[0] == counts[1]
 
 
-def test_the_eta_follows_the_observed_completion_rate(make_dataset, replay_llm):
-    dataset = make_dataset(10)
-    replay_llm(replay_script(1))
-    run = services.run_create_agent(dataset=dataset, name="eta", max_concurrency=8, zero_shot=True)
-    services.run_dispatch(run=run)
-    now = timezone.now()
-    # 2 of 10 done in the 60 s since the first session started: 8 left at 2 per minute is about 240 s.
-    for k, pk in enumerate(queued()):
-        values = {"started_at": now - timedelta(seconds=60)}
-        if k < 2:
-            values.update(status="answered", final_sql="SELECT 1", finished_at=now)
-        AgentSession.objects.filter(pk=pk).update(**values)
-    services.run_dispatch(run=run)
-    progress = services.run_progress(run=run)
-    assert progress["finished"] == 2 and progress["total"] == 10
-    assert 230 <= progress["eta_s"] <= 250
-
-
 def _finish(pk: int) -> None:
     AgentSession.objects.filter(pk=pk).update(status="answered", final_sql="SELECT 1", finished_at=timezone.now())
 
@@ -111,153 +93,6 @@ def _in_flight(run) -> int:
     return AgentSession.objects.filter(run_items__run=run, status__in=["queued", "running"]).count()
 
 
-def _launched_at_16(dataset, replay_llm, name: str):
-    """A run of ``dataset`` launched at concurrency 16 (an endpoint that allows it): the run and its first 16
-    sessions, queued."""
-    server = replay_llm(replay_script(1))
-    LLMEndpoint.objects.create(name="wide", base_url=server.url, model="replay-model", is_default=True,
-                               max_concurrency=16)
-    run = services.run_create_agent(dataset=dataset, name=name, max_concurrency=16, zero_shot=True)
-    services.run_dispatch(run=run)
-    first = queued()
-    assert len(first) == 16
-    return run, first
-
-
-def test_a_finished_session_waits_for_a_batch_of_free_slots_and_the_run_still_ends_without_a_poll(
-        make_dataset, replay_llm, monkeypatch):
-    # At concurrency 16 a finished session's pass runs once 4 slots are free (dispatch.DISPATCH_BATCH_SHARE):
-    # the first to finish waits a moment, three more end meanwhile and the last one's pass fills all four.
-    assert dispatch.DISPATCH_BATCH_MAX == 4 and 16 // dispatch.DISPATCH_BATCH_SHARE == 4
-    run, first = _launched_at_16(make_dataset(24), replay_llm, "batch")
-    waits = []
-
-    def others_finish(run_id, seconds):
-        waits.append((run_id, seconds))
-        assert AgentSession.objects.count() == 16  # nothing started yet for the lone free slot
-        for pk in first[1:4]:
-            _finish(pk)
-        services.run_session_finished(session_id=first[3])  # as its own thread would, during the wait
-        return False  # no session handed to this thread (it has no session task's offer here)
-
-    monkeypatch.setattr(handover, "wait_for_pass", others_finish)
-    _finish(first[0])
-    services.run_session_finished(session_id=first[0])
-    assert waits == [(run.pk, dispatch.DISPATCH_BATCH_WAIT_S)]  # the fourth, with a batch, did not wait
-    assert AgentSession.objects.count() == 20 and run.items.filter(predicted_sql="SELECT 1").count() == 4
-    monkeypatch.setattr(handover, "wait_for_pass", lambda run_id, seconds: False)
-    assert _in_flight(run) == 16
-    # The rest finish one by one, with no poll: the last one's pass collects everything and queues the scoring.
-    while queued():
-        for pk in queued():
-            _finish(pk)
-            services.run_session_finished(session_id=pk)
-            assert _in_flight(run) <= 16
-    run.refresh_from_db()
-    assert run.status == Run.Status.EVALUATING
-    assert run.items.filter(predicted_sql="SELECT 1").count() == 24
-
-
-postgres_only = pytest.mark.skipif(connection.vendor != "postgresql",
-                                   reason="skipping a locked run needs SELECT ... SKIP LOCKED (PostgreSQL)")
-
-
-@postgres_only
-@pytest.mark.django_db(transaction=True)
-def test_a_session_that_finishes_during_another_pass_skips_its_own_and_that_pass_fills_its_slot(
-        make_dataset, replay_llm, monkeypatch):
-    import threading
-
-    dataset = make_dataset(6)
-    replay_llm(replay_script(1))
-    run = services.run_create_agent(dataset=dataset, name="skip", max_concurrency=2, zero_shot=True)
-    services.run_dispatch(run=run)
-    s0, s1 = queued()
-    entered, release = threading.Event(), threading.Event()
-    original = dispatch._start_sessions
-    calls = []
-
-    def paused(run_, items, *args):
-        calls.append(len(items))
-        if len(calls) == 1:  # the holder's first pass stops here, the run's row locked
-            entered.set()
-            assert release.wait(30)
-        return original(run_, items, *args)
-
-    monkeypatch.setattr(dispatch, "_start_sessions", paused)
-    _finish(s0)
-
-    def holder():
-        try:
-            services.run_dispatch(run=run)  # the poll's pass: collects s0, starts one
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    assert entered.wait(30)
-    _finish(s1)
-    done = threading.Event()
-    # The finished session as in another worker process: it does not see this process's passes, only the row lock.
-    monkeypatch.setattr(dispatch, "_passing", {})
-    threading.Thread(target=lambda: (services.run_session_finished(session_id=s1), connection.close(),
-                                     done.set())).start()
-    # The finished session does not queue up behind the holder's lock: it returns, having done nothing.
-    assert done.wait(10)
-    assert not run.items.filter(session_id=s1).exclude(predicted_sql="").exists()
-    monkeypatch.undo()  # the holder's own process again
-    monkeypatch.setattr(dispatch, "_start_sessions", paused)
-    release.set()
-    thread.join(30)
-    # The holder looked again after its commit: s1 is collected and its slot filled.
-    assert run.items.get(session_id=s1).predicted_sql == "SELECT 1"
-    assert AgentSession.objects.count() == 4 and _in_flight(run) == 2
-    assert calls == [1, 1]
-
-
-@pytest.mark.parametrize("started_here", [True, False], ids=["started-by-this-process", "started-elsewhere"])
-def test_a_session_finishing_while_a_thread_of_its_worker_passes_over_the_run_leaves_it_to_that_pass(
-        make_dataset, replay_llm, monkeypatch, started_here):
-    # Started here, it first waits for that pass to hand its thread a session (none here: no session task).
-    waits = []
-    monkeypatch.setattr(handover, "wait_for_pass", lambda run_id, seconds: waits.append(run_id) or False)
-    dataset = make_dataset(6)
-    replay_llm(replay_script(1))
-    run = services.run_create_agent(dataset=dataset, name="sibling", max_concurrency=2, zero_shot=True)
-    services.run_dispatch(run=run)
-    s0, s1 = queued()
-    original = dispatch._start_sessions
-    calls, finisher_queries = [], []
-
-    def during_the_pass(run_, items, *args):
-        calls.append(len(items))
-        if len(calls) == 1:  # s1 ends while this pass holds the run (a sibling thread would, at this moment)
-            _finish(s1)
-            if not started_here:  # another worker process started it (or this one restarted since)
-                dispatch._started_runs.pop(s1, None)
-            with CaptureQueriesContext(connection) as ctx:
-                services.run_session_finished(session_id=s1)
-            finisher_queries.extend(q["sql"] for q in ctx.captured_queries)
-        return original(run_, items, *args)
-
-    monkeypatch.setattr(dispatch, "_start_sessions", during_the_pass)
-    _finish(s0)
-    services.run_dispatch(run=run)
-    # It only counted its run's finished sessions, waiting between counts for the holder to hand its thread a
-    # session (here the holder is paused, so it gave up after DISPATCH_SKIPPED_TRIES, with no count after the
-    # last wait): no transaction, no lock, no pass.
-    tries = dispatch.DISPATCH_SKIPPED_TRIES
-    assert len(finisher_queries) == tries and all("FOR UPDATE" not in sql for sql in finisher_queries)
-    assert all(sql.startswith("WITH r AS") for sql in finisher_queries)
-    assert waits == [run.pk] * (tries + 1 if started_here else tries)
-    # The holder looked again after its pass: s1 is collected and its slot filled.
-    assert run.items.get(session_id=s1).predicted_sql == "SELECT 1"
-    assert AgentSession.objects.count() == 4 and _in_flight(run) == 2
-    assert calls == [1, 1]
-    assert dispatch._passing == {}
-
-
-@postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_sessions_finishing_at_once_in_many_threads_never_exceed_the_concurrency_and_the_run_ends(
         make_dataset, replay_llm):
@@ -372,7 +207,7 @@ def test_sessions_started_together_are_stored_as_one_started_alone_is_each_under
     assert stored.result is None and AgentSession.objects.filter(pk=stored.pk, result__isnull=True).exists()
 
 
-def test_sessions_started_together_are_published_through_one_producer_and_a_failed_batch_leaves_each_for_the_sweep(
+def test_sessions_started_together_are_each_published_and_a_failed_publish_leaves_each_for_the_sweep(
         make_dataset, replay_llm, monkeypatch, django_capture_on_commit_callbacks):
     from celery import current_app
     from kombu.exceptions import OperationalError as KombuOperationalError
@@ -391,19 +226,13 @@ def test_sessions_started_together_are_published_through_one_producer_and_a_fail
                 specs=[sessions.SessionSpec(database=database, question=f"Q{k}?") for k in range(n)],
                 strategy="interactive_t2s", endpoint=sessions.default_llm_endpoint(), zero_shot=True)
 
-    monkeypatch.setattr(task, "apply_async",
-                        lambda args, producer=None, **options: sent.append((args, producer, options)))
+    monkeypatch.setattr(task, "apply_async", lambda args, kwargs=None, **options: sent.append(args))
     created = create(3)
-    assert [args for args, _, _ in sent] == [(s.pk,) for s in created]
-    assert sent[0][1] is not None and all(producer is sent[0][1] for _, producer, _ in sent)  # one producer
-    # What a monitor (flower, celery events) shows of each message: the session's id, as Celery would show it.
-    assert [options["argsrepr"] for _, _, options in sent] == [f"({s.pk},)" for s in created]
+    assert sent == [(s.pk,) for s in created]  # a message each, once the sessions are committed
 
-    calls = []
-
-    def second_fails(args, producer=None, **options):
-        calls.append(args)
-        if len(calls) == 2:
+    def second_fails(args, kwargs=None, **options):
+        sent.append(args)
+        if len(sent) == 5:
             raise KombuOperationalError("Error 111 connecting to 127.0.0.1:6399. Connection refused.")
 
     monkeypatch.setattr(task, "apply_async", second_fails)
@@ -435,56 +264,80 @@ def test_a_runs_sessions_get_the_endpoint_record_as_saved_or_a_copy_of_the_snaps
     assert sessions.endpoint_from_snapshot(snapshot).pk is None
 
 
-def test_a_pass_reads_the_endpoint_record_with_the_runs_lock_as_the_orm_reads_it(make_dataset, replay_llm):
-    from decimal import Decimal
-
-    dataset = make_dataset(1)
-    server = replay_llm(replay_script(1))
+def test_a_runs_sessions_use_the_endpoint_it_was_launched_with_not_the_workers_environment(
+        make_dataset, replay_llm, settings):
+    dataset = make_dataset(3)
+    server = replay_llm(replay_script(3))
     LLMEndpoint.objects.filter(is_default=True).update(is_default=False)
-    saved = LLMEndpoint.objects.create(name="priced", base_url=server.url, model="replay-model", is_default=True,
-                                       input_price_per_mtok=Decimal("0.1500"), max_concurrency=3, timeout_s=12.5,
-                                       allowed_models=["m2"])
-    run = services.run_create_agent(dataset=dataset, name="endpoint", zero_shot=True)
-    with transaction.atomic():
-        _, _, record = dispatch._locked_run(run.pk, skip_locked=False)
-    read, orm = sessions.endpoint_from_snapshot(run.config["llm"], record=record), LLMEndpoint.objects.get(pk=saved.pk)
-    for field in LLMEndpoint._meta.concrete_fields:  # each column as the ORM reads it, types included
-        assert getattr(read, field.attname) == getattr(orm, field.attname), field.name
-        assert type(getattr(read, field.attname)) is type(getattr(orm, field.attname)), field.name
-    saved.delete()
-    with transaction.atomic():
-        _, _, record = dispatch._locked_run(run.pk, skip_locked=False)
-    assert set(record) == {None}  # no record of that name: a copy of the snapshot
-    copy = sessions.endpoint_from_snapshot(run.config["llm"], record=record)
-    assert copy.pk is None and (copy.name, copy.model, copy.timeout_s) == ("priced", "replay-model", 12.5)
+    saved = LLMEndpoint.objects.create(name="launched", base_url=server.url, model="replay-model", is_default=True,
+                                       max_concurrency=3)
+    run = services.run_create_agent(dataset=dataset, name="endpoint", max_concurrency=1, zero_shot=True)
+    settings.T2S = {**settings.T2S, "LLM_MODEL": "another-model"}  # what a worker's environment may say
+    services.run_dispatch(run=run)
+    first = AgentSession.objects.get()
+    assert first.llm_endpoint == saved and first.config["llm"]["model"] == "replay-model"
+    saved.delete()  # gone: the next sessions get a copy of the snapshot, same endpoint name and model
+    _finish(first.pk)
+    services.run_session_finished(session_id=first.pk)
+    second = AgentSession.objects.exclude(pk=first.pk).get()
+    assert second.llm_endpoint is None and second.config["llm"]["endpoint"] == "launched"
+    assert second.config["llm"]["model"] == "replay-model" and second.config["llm"]["base_url"] == server.url
 
 
-def test_a_lone_free_slot_is_filled_after_a_bounded_wait_when_no_second_session_ends(
-        make_dataset, replay_llm, monkeypatch):
-    # The last session of a wave of an LLM-bound run: the next to end may be a whole session away.
-    run, first = _launched_at_16(make_dataset(20), replay_llm, "lone")
-    waits = []
-    monkeypatch.setattr(handover, "wait_for_pass", lambda run_id, seconds: waits.append(seconds) or False)
-    _finish(first[0])
-    services.run_session_finished(session_id=first[0])
-    assert waits == [dispatch.DISPATCH_BATCH_WAIT_S] and dispatch.DISPATCH_BATCH_WAIT_S <= 0.1
-    assert AgentSession.objects.count() == 17 and _in_flight(run) == 16
-    assert run.items.get(session_id=first[0]).predicted_sql == "SELECT 1"
+def test_questions_on_a_database_still_being_indexed_wait_and_beats_poll_starts_them_once_it_is_ready(
+        make_dataset, replay_llm):
+    dataset = make_dataset(3)
+    replay_llm(replay_script(3))
+    database = dataset.questions.first().database
+    Database.objects.filter(pk=database.pk).update(index_status=Database.IndexStatus.BUILDING)
+    run = services.run_create_agent(dataset=dataset, name="indexing", max_concurrency=2, zero_shot=True)
+    assert services.run_dispatch(run=run) is True  # waits, neither failed nor scored
+    assert AgentSession.objects.count() == 0 and not run.items.exclude(prediction_note="").exists()
+    Database.objects.filter(pk=database.pk).update(index_status=Database.IndexStatus.READY)
+    assert services.runs_poll() == [run.pk]  # nothing else would start them: no session of the run ended yet
+    assert _in_flight(run) == 2
 
 
-def test_the_last_question_starts_as_soon_as_one_slot_is_free_not_when_a_batch_is(make_dataset, replay_llm):
-    # At concurrency 16 a pass waits for 2 free slots, but one question is left.
-    run, first = _launched_at_16(make_dataset(17), replay_llm, "last")
-    _finish(first[0])
-    services.run_session_finished(session_id=first[0])
-    assert AgentSession.objects.count() == 17 and _in_flight(run) == 16
-    assert run.items.get(session_id=first[0]).predicted_sql == "SELECT 1"
-    # Nothing is left to start: the next finished sessions wait for a batch again (the last one ends the run).
-    _finish(first[1])
-    services.run_session_finished(session_id=first[1])
-    assert run.items.get(session_id=first[1]).predicted_sql == ""
-    for pk in queued():
-        _finish(pk)
-        services.run_session_finished(session_id=pk)
+def test_a_cancelled_run_is_not_dispatched_by_the_poll(make_dataset, replay_llm):
+    dataset = make_dataset(3)
+    replay_llm(replay_script(3))
+    run = services.run_create_agent(dataset=dataset, name="cancelled", max_concurrency=2, zero_shot=True)
+    services.run_cancel(run=run)
+    assert services.runs_poll() == [] and services.run_dispatch(run=run) is False
+    assert AgentSession.objects.count() == 0
+
+
+def test_resume_reruns_every_llm_error_even_one_that_kept_a_prediction_and_every_failed_or_missing_question(
+        make_dataset, replay_llm):
+    from tests.support.run_dataset import question
+
+    dataset = make_dataset(4)
+    q = [question(i) for i in range(4)]
+    server = replay_llm({"scripts": {
+        q[0][0]: [f'Thought: a\nAction: ExecuteSQL("{q[0][1]}")', "Thought: ok\nAction: Done"],
+        # ran a query, then the provider failed for good: its query is kept as the prediction, yet it is re-run
+        q[1][0]: [f'Thought: b\nAction: ExecuteSQL("{q[1][1]}")', {"fault": "http", "status": 400},
+                  f'Thought: b\nAction: ExecuteSQL("{q[1][1]}")', "Thought: ok\nAction: Done"],
+        q[2][0]: [{"fault": "http", "status": 400}, f'Thought: c\nAction: ExecuteSQL("{q[2][1]}")',
+                  "Thought: ok\nAction: Done"],
+        q[3][0]: [f'Thought: d\nAction: ExecuteSQL("{q[3][1]}")', "Thought: ok\nAction: Done"],
+    }})
+    run = services.run_create_agent(dataset=dataset, name="resumable", max_concurrency=4, zero_shot=True)
+    services.run_dispatch(run=run)
+    last = AgentSession.objects.get(question=q[3][0])
+    sessions.session_cancel(session=last)  # the fourth never ran: cancelled while queued
+    for session in AgentSession.objects.exclude(pk=last.pk):
+        sessions.session_execute(session_id=session.pk)
+    assert dict(AgentSession.objects.values_list("question", "status")) == {
+        q[0][0]: "answered", q[1][0]: "llm_error", q[2][0]: "llm_error", q[3][0]: "cancelled"}
+    assert AgentSession.objects.get(question=q[1][0]).final_sql == q[1][1]
+    calls = len(server.chat_requests())
+    services.run_resume(run=run)
+    services.run_dispatch(run=run)
+    rerun = AgentSession.objects.filter(status="queued")
+    assert sorted(rerun.values_list("question", flat=True)) == sorted([q[1][0], q[2][0], q[3][0]])
+    for pk in list(rerun.values_list("pk", flat=True)):
+        sessions.session_execute(session_id=pk)
     run.refresh_from_db()
-    assert run.status == Run.Status.EVALUATING and run.items.filter(predicted_sql="SELECT 1").count() == 17
+    assert run.status == Run.Status.EVALUATING and len(server.chat_requests()) == calls + 6
+    assert sorted(run.items.values_list("predicted_sql", flat=True)) == sorted(sql for _, sql in q)

@@ -13,9 +13,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
+from agent import signals as agent_signals
 from agent.models import Database, ImportJob
 from agent.roles import OPERATOR, VIEWER
-from agent.services import leases
 from agent.services import uploads as agent_uploads
 from annotations.runs import uploads
 from annotations.runs.models import Dataset
@@ -194,8 +194,8 @@ def test_uploads_read_within_a_request_are_kept_where_the_sweep_looks(staff, mon
 def test_the_periodic_sweep_runs_it_once_an_hour(settings):
     settings.T2S = {**settings.T2S, "UPLOAD_ABANDONED_AFTER_S": 2 * 3600.0}
     first = age(agent_uploads.new_folder("databases", "first"), 3 * 3600)
-    leases.run_sweep_hooks()  # what Beat's recover_stale_sessions and the workers' keepers call
+    agent_signals.sweep.send_robust(sender=None)  # what the sweep of Beat's task or a worker's keeper sends
     assert not first.exists()
     second = age(agent_uploads.new_folder("databases", "second"), 3 * 3600)
-    leases.run_sweep_hooks()  # within the hour: another process's turn was taken
+    agent_signals.sweep.send_robust(sender=None)  # within the hour: another process's turn was taken
     assert second.exists()
