@@ -62,5 +62,6 @@ class ExemplarSetVersionAdmin(ReadOnlyAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
+from annotations.experiments import admin as experiments_admin  # noqa: E402, F401 (registers suites and experiments)
 from annotations.labels import admin as labels_admin  # noqa: E402, F401 (registers the labels admin)
 from annotations.runs import admin as runs_admin  # noqa: E402, F401 (registers datasets and runs)

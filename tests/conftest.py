@@ -157,6 +157,19 @@ def give_roles(user, *roles: str):
     return user
 
 
+def seed_taxonomy_and_roles() -> None:
+    """The paper's error taxonomy and the role groups, as the migrations seed them (a transactional test
+    elsewhere may have flushed them)."""
+    import importlib
+
+    from django.apps import apps
+
+    from agent.roles import ensure_roles
+
+    importlib.import_module("annotations.migrations.0005_seed_error_taxonomy").seed(apps, None)
+    ensure_roles()
+
+
 def group_of_testers():
     """The group the ``user`` fixture belongs to; fixtures that register databases grant them to it."""
     from django.contrib.auth.models import Group

@@ -11,9 +11,15 @@ from agent.services import sessions
 from annotations.exemplars import services as exemplar_services
 from annotations.runs import services as run_services
 from annotations.runs.models import Run
-from tests.conftest import give_roles, group_of_testers
+from tests.conftest import give_roles, group_of_testers, seed_taxonomy_and_roles
 from tests.support.run_dataset import question as shop_question
 from tests.support.run_dataset import write_dataset
+
+
+@pytest.fixture(autouse=True)
+def seeded(db):
+    """The seeded taxonomy and roles (a transactional test elsewhere may have flushed them)."""
+    seed_taxonomy_and_roles()
 
 
 @pytest.fixture

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 from django.contrib.auth.models import Group
 
-from agent.roles import ANNOTATOR, ensure_roles
-from tests.conftest import group_of_testers
+from agent.roles import ANNOTATOR
+from tests.conftest import group_of_testers, seed_taxonomy_and_roles
 
 SCHEMA = """
 CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
@@ -54,11 +52,7 @@ def tiny_run(db, make_sqlite, grant):
 @pytest.fixture(autouse=True)
 def seeded(db):
     """The seeded taxonomy and roles (a transactional test elsewhere may have flushed them)."""
-    from django.apps import apps
-
-    migration = importlib.import_module("annotations.migrations.0005_seed_error_taxonomy")
-    migration.seed(apps, None)
-    ensure_roles()
+    seed_taxonomy_and_roles()
 
 
 def make_annotator(django_user_model, username: str):

@@ -1,0 +1,80 @@
+"""Experiments in the admin: read-only, because suites' versions, candidate snapshots and experiments are
+records a verdict was computed from; they are made and changed through the app's pages, API and commands."""
+
+from django.contrib import admin
+
+from annotations.experiments.models import (
+    Candidate,
+    CandidateItem,
+    CandidateSnapshot,
+    ExemplarOrigin,
+    Experiment,
+    ExperimentRun,
+    Suite,
+    SuiteQuestion,
+    SuiteVersion,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Suite)
+class SuiteAdmin(ReadOnlyAdmin):
+    list_display = ("name", "dataset", "created_by", "created_at")
+    search_fields = ("name",)
+
+
+@admin.register(SuiteVersion)
+class SuiteVersionAdmin(ReadOnlyAdmin):
+    list_display = ("suite", "number", "question_count", "created_by", "created_at")
+    list_filter = ("suite",)
+
+
+@admin.register(SuiteQuestion)
+class SuiteQuestionAdmin(ReadOnlyAdmin):
+    list_display = ("version", "position", "question")
+    raw_id_fields = ("version", "question")
+
+
+@admin.register(Candidate)
+class CandidateAdmin(ReadOnlyAdmin):
+    list_display = ("exemplar_set", "number", "title", "state", "created_by", "updated_at")
+    list_filter = ("state", "exemplar_set")
+
+
+@admin.register(CandidateItem)
+class CandidateItemAdmin(ReadOnlyAdmin):
+    list_display = ("candidate", "position", "exemplar")
+    raw_id_fields = ("candidate", "exemplar")
+
+
+@admin.register(CandidateSnapshot)
+class CandidateSnapshotAdmin(ReadOnlyAdmin):
+    list_display = ("candidate", "content_hash", "created_at")
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(ReadOnlyAdmin):
+    list_display = ("id", "name", "exemplar_set", "candidate", "strategy", "trials", "cancelled", "created_at")
+    list_filter = ("exemplar_set", "cancelled")
+
+
+@admin.register(ExperimentRun)
+class ExperimentRunAdmin(ReadOnlyAdmin):
+    list_display = ("experiment", "arm", "trial", "run")
+    raw_id_fields = ("experiment", "run")
+
+
+@admin.register(ExemplarOrigin)
+class ExemplarOriginAdmin(ReadOnlyAdmin):
+    list_display = ("exemplar", "run", "item", "created_at")
+    raw_id_fields = ("exemplar", "run", "item")
