@@ -32,6 +32,9 @@ from annotations.runs.services.evaluation import run_evaluate_queue
 logger = logging.getLogger(__name__)
 DISPATCH_TASK = "annotations.tasks.dispatch_run"
 DEFAULT_RUN_CONCURRENCY = 4
+# Sessions started by one pass before it commits: a run launched at concurrency 64 on a busy worker starts its
+# first questions after one batch's set-up, not after all 64 (the pass goes on with the next batch).
+START_BATCH = 16
 UNFINISHED_SESSION = ("queued", "running")
 RETRYABLE_SESSION = ("failed", "llm_error", "cancelled")
 # A database still being introspected or indexed (just imported) is waited for, not failed.
@@ -58,10 +61,11 @@ def run_dispatch(*, run: Run) -> bool:
     a pass instead of queueing for the lock one by one.
     """
     while True:
-        more = _pass(run.pk)
-        if more is None:
+        outcome = _pass(run.pk)
+        if outcome is None:
             return True  # another pass holds the run: it looks again once it has let go
-        if not more or not _ended_uncollected(run.pk).exists():
+        more, batch_full = outcome
+        if not more or not (batch_full or _ended_uncollected(run.pk).exists()):
             return more
 
 
@@ -89,15 +93,16 @@ def _ended_uncollected(run_id: int):
         session__status__in=UNFINISHED_SESSION).order_by()
 
 
-def _pass(run_id: int) -> bool | None:
-    """One pass under the run's row lock: whether work is still in flight; None when another pass holds it."""
+def _pass(run_id: int) -> tuple[bool, bool] | None:
+    """One pass under the run's row lock: whether work is still in flight and whether it started a full batch
+    (slots may be left); None when another pass holds it."""
     with transaction.atomic():
         locked = (Run.objects.select_for_update(skip_locked=True, of=("self",)).select_related("created_by")
                   .only("id", "status", "strategy", "config", "created_by").filter(pk=run_id).first())
         if locked is None:  # held by another pass (SQLite takes its one writer lock instead), or gone
-            return None if Run.objects.filter(pk=run_id).exists() else False
+            return None if Run.objects.filter(pk=run_id).exists() else (False, False)
         if locked.status != Run.Status.RUNNING:
-            return False
+            return False, False
         uncollected = RunItem.objects.filter(run=locked, predicted_sql="", prediction_note="").order_by()
         in_flight = list(uncollected.filter(session__isnull=False)
                          .values_list("pk", "session_id", "session__status", "session__final_sql"))
@@ -112,15 +117,16 @@ def _pass(run_id: int) -> bool | None:
         free = locked.config.get("max_concurrency", DEFAULT_RUN_CONCURRENCY) - active
         starting = list(waiting.exclude(question__database__status__in=_PREPARING_STATUS)
                         .exclude(question__database__index_status__in=_PREPARING_INDEX)
-                        .select_related("question__database").only(*_START_FIELDS).order_by("pk")[:max(0, free)])
+                        .select_related("question__database").only(*_START_FIELDS)
+                        .order_by("pk")[:max(0, min(free, START_BATCH))])
         started = _start_sessions(locked, starting)
         for item in done + starting:  # a pass settles a few items: an UPDATE each costs less than a bulk one
             RunItem.objects.filter(pk=item.pk).update(session=item.session_id, predicted_sql=item.predicted_sql,
                                                       prediction_note=item.prediction_note)
         if active + started or waiting.exists():
-            return True
+            return True, len(starting) == START_BATCH
         run_evaluate_queue(run=locked)
-    return False
+    return False, False
 
 
 @lru_cache(maxsize=16)

@@ -63,6 +63,20 @@ def test_a_finished_session_starts_the_next_question_at_once_and_the_last_queues
     assert run.status == Run.Status.DONE and run.totals["correct"] == 4
 
 
+def test_a_launch_above_one_batch_fills_every_slot_committing_batch_by_batch(make_dataset, replay_llm,
+                                                                           django_capture_on_commit_callbacks):
+    """A run launched at concurrency 40 starts all 40 sessions in one dispatch, in batches of START_BATCH each
+    published when its own transaction commits: the first questions start before the last are set up."""
+    dataset = make_dataset(50)
+    replay_llm(replay_script(1))
+    run = services.run_create_agent(dataset=dataset, name="wide", max_concurrency=40, zero_shot=True)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert services.run_dispatch(run=run) is True
+    assert len(queued()) == 40 and run.items.filter(session__isnull=False).count() == 40
+    batches = -(-40 // services.dispatch.START_BATCH)
+    assert len(callbacks) == batches  # one publish per committed batch, not one at the end
+
+
 def _dispatch_queries(run) -> int:
     with CaptureQueriesContext(connection) as ctx:
         services.run_dispatch(run=run)
