@@ -186,7 +186,7 @@ def toolbox_for(database: Database, *, connector: Connector | None = None, **opt
         if database.index_status == Database.IndexStatus.READY and is_stale(read_manifest(index_dir_for(database)),
                                                                              connector):
             _queue_rebuild(database)
-        return ToolBox(connector, index_dir_for(database), **options)
+        return ToolBox(connector, index_dir_for(database), **{"database_name": database.name, **options})
     except BaseException:
         connector.close()
         raise

@@ -15,8 +15,9 @@ observations look like the exemplars' (our own code, written from the format of 
   distinct count: n``, reals and dates ``min: a, max: b``, booleans ``distinct count: {value: count}``,
   an empty column ``empty column.``; other statistics cut at 200 characters. Differences: the values
   are listed sorted (theirs: in the order rows were read), and a text example is five sampled values.
-- FindShortestPath: ``[(start, end, path), ...]`` with the path in ``A.x <-> A.k = B.k <-> B.y`` form and the
-  key labels right (their release swapped them).
+- FindShortestPath: the path alone for one pair, else ``[(start, end, path), ...]`` with starts and ends
+  sorted, over the authors' graph (agent.tools.fk_graph.AuthorsGraph; key labels right, their release
+  swapped them), and their errors ``Error. No path between a and b.`` / ``Error. Node x not found in db.``
 
 No Django here.
 """
@@ -118,14 +119,3 @@ def search_column(output: ToolOutput) -> str:
             records.append(record)
         items.append((phrase, records))
     return _keyed(items) if items else "[]"
-
-
-def find_shortest_path(output: ToolOutput, no_path: Any) -> str:
-    triples: list[tuple[str, str, str]] = []
-    for p in output.data:
-        if isinstance(p, no_path):
-            triples.append((p.start, p.end, f"no join path between {p.start} and {p.end}"))
-        else:
-            parts = p.split(" <-> ")
-            triples.append((parts[0], parts[-1], p))
-    return str(triples)
