@@ -34,6 +34,7 @@ PAPER_PROFILE = "paper"
 MAX_EXECUTE_CHARS = 200
 MAX_CATEGORICAL_CHARS = 400
 MAX_STATISTICS_CHARS = 200
+_MIN_MAX_TYPES = ("REAL", "NUMERIC", "DECIMAL", "NUMBER", "DOUBLE", "FLOAT", "DATE", "TIME", "YEAR")
 
 
 def execute_sql(output: ToolOutput) -> str:
@@ -80,9 +81,15 @@ def authors_statistics(declared_type: str, stats: ColumnStats | None) -> str:
     """SearchColumn's statistics text as the paper authors' tools wrote it ("" where they wrote none)."""
     if stats is None:
         return ""
-    if stats.kind == "empty":
-        return "empty column."
     t = (declared_type or "").upper()
+    if stats.kind == "empty":
+        if not stats.null_count or t == "TEXT" or "CHAR" in t or "VAR" in t:
+            return "empty column."  # an empty table, or no value to list
+        if any(x in t for x in ("INTEGER", "INT", "ID")):
+            return "dirty data, column value is none."
+        if "BOOL" in t and not any(x in t for x in _MIN_MAX_TYPES):
+            return f"distinct count: {{None: {stats.null_count}}}"  # their GROUP BY counts the NULLs
+        return ""  # their min/max found nothing and they wrote no statistics
     if t == "TEXT" or "CHAR" in t or "VAR" in t:
         if stats.listing:
             return _omit(f"categorical field. {list(stats.listing)}", MAX_CATEGORICAL_CHARS)
@@ -94,22 +101,43 @@ def authors_statistics(declared_type: str, stats: ColumnStats | None) -> str:
             return "dirty data, column value is none."
         return _omit(f"min: {bounds[0]}, max: {bounds[1]}. distinct count: {stats.distinct_count}",
                      MAX_STATISTICS_CHARS)
-    if any(x in t for x in ("REAL", "NUMERIC", "DECIMAL", "NUMBER", "DOUBLE", "FLOAT", "DATE", "TIME", "YEAR")):
+    if any(x in t for x in _MIN_MAX_TYPES):
         return _omit(f"min: {bounds[0]}, max: {bounds[1]}", MAX_STATISTICS_CHARS) if bounds else ""
     if "BOOL" in t:
-        return _omit(f"distinct count: {dict(stats.values)}", MAX_STATISTICS_CHARS) if stats.values else ""
+        return _omit(f"distinct count: {_grouped(stats)}", MAX_STATISTICS_CHARS) if stats.values else ""
     return ""
 
 
+def _sql_value(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _grouped(stats: ColumnStats) -> dict[Any, int]:
+    """Value counts as their ``GROUP BY`` read them: NULL first, then numbers, then text, each ascending."""
+    values = sorted(((_sql_value(v), n) for v, n in stats.values),
+                    key=lambda vn: (isinstance(vn[0], str), vn[0] if not isinstance(vn[0], str) else 0,
+                                    vn[0] if isinstance(vn[0], str) else ""))
+    counts: dict[Any, int] = {None: stats.null_count} if stats.null_count else {}
+    counts.update(values)
+    return counts
+
+
 def search_column(output: ToolOutput) -> str:
+    """Their records, keyed by the phrase as they looked it up (stripped, lower case); one phrase: its list."""
     found = output.data
-    items = []
+    items: dict[str, list[dict[str, str]]] = {}
     for phrase in found.phrases:
         if not phrase.strip():
             continue
         records = []
         for doc, _ in found.hits[phrase]:
-            record: dict[str, str] = {"column": doc.column, "format": doc.type or "ANY", "table": doc.table}
+            declared = doc.declared_type if doc.declared_type is not None else doc.type
+            record: dict[str, str] = {"column": doc.column, "format": declared, "table": doc.table}
             if doc.description:
                 record["column_description"] = doc.description
             # Indexes built before the authors' wording was stored keep our text.
@@ -117,5 +145,7 @@ def search_column(output: ToolOutput) -> str:
             if statistics:
                 record["statistics"] = statistics
             records.append(record)
-        items.append((phrase, records))
-    return _keyed(items) if items else "[]"
+        items[phrase.strip().lower()] = records
+    if not items:
+        return "[]"
+    return str(next(iter(items.values()))) if len(items) == 1 else str(items)
