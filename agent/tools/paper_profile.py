@@ -6,7 +6,8 @@ observations look like the exemplars' (our own code, written from the format of 
 - ExecuteSQL: ``str(sorted(set(rows)))`` cut at 200 characters (``...`` after), e.g. ``[('Adele',), ('Sting',)]``;
   a failing query gives the database's message as is.
 - SearchValue: ``[{'contents': ..., 'table': ..., 'column': ...}, ...]`` for one value, a dict of such lists
-  keyed by value for several.
+  keyed by value for several: five records, one per row holding the cell, as their index had a document per
+  row (agent.tools.search_value.find_values_as_authors); the ranking is ours, not Elasticsearch's.
 - SearchColumn: per-column records ``{'column', 'format', 'table'[, 'column_description'], 'statistics'}``,
   a list for one phrase, a dict keyed by phrase for several; the statistics in their wording (their
   preprocess/spider_step1_cols_info.py and tool/spider_search.py), by declared type: text columns with at
@@ -41,24 +42,11 @@ def execute_sql(output: ToolOutput) -> str:
     found = output.data  # agent.tools.execute_sql.QueryOutcome
     if found.result is None:
         return str(found.error)
-    rows = {tuple(r) for r in found.result.rows}
     try:
-        ordered = sorted(rows)
-    except TypeError:  # NULLs next to numbers: order by their text so the output stays deterministic
-        ordered = sorted(rows, key=repr)
-    text = str(ordered)
+        text = str(sorted({tuple(r) for r in found.result.rows}))
+    except TypeError as exc:  # NULLs next to numbers: their sort failed and they showed Python's message
+        return str(exc)
     return text[:MAX_EXECUTE_CHARS] + "..." if len(text) > MAX_EXECUTE_CHARS else text
-
-
-def _keyed(items: list[tuple[str, Any]]) -> str:
-    if len(items) == 1:
-        return str(items[0][1])
-    return str(dict(items))
-
-
-def search_value(output: ToolOutput) -> str:
-    return _keyed([(value, [{"contents": c.value, "table": c.table, "column": c.column} for c in cells])
-                   for value, cells in output.data.cells])
 
 
 def _omit(text: str, limit: int) -> str:

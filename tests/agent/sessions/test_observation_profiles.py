@@ -56,7 +56,8 @@ def test_an_exemplar_renders_identically_in_the_prompt_and_as_live_observations(
     if profile == "paper":
         assert live[3].startswith("[('") and live[3].endswith(")]")  # str(sorted(set(rows)))
         assert live[0].startswith("[{'contents': 'AC/DC'")
-        assert live[2].startswith("[('Album.Title', 'Artist.Name', 'Album.Title <-> ")
+        # One pair: the path alone, through the tables as the authors' graph walks.
+        assert live[2] == "Album.Title <-> Album.ArtistId = Artist.ArtistId <-> Artist.Name"
     else:
         assert live[3].startswith("Title\n")
 
