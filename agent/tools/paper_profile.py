@@ -4,7 +4,8 @@ Their tools answered with Python reprs, and their exemplars carry those reprs; w
 observations look like the exemplars' (our own code, written from the format of their outputs):
 
 - ExecuteSQL: ``str(sorted(set(rows)))`` cut at 200 characters (``...`` after), e.g. ``[('Adele',), ('Sting',)]``;
-  a failing query gives the database's message as is.
+  the whole result is read for it (up to 1,000,000 rows); a failing query gives the database's message as
+  is, and rows Python cannot sort (NULL next to a value) give its TypeError message, as theirs.
 - SearchValue: ``[{'contents': ..., 'table': ..., 'column': ...}, ...]`` for one value, a dict of such lists
   keyed by value for several: five records, one per row holding the cell, as their index had a document per
   row (agent.tools.search_value.find_values_as_authors); the ranking is ours, not Elasticsearch's.
@@ -14,8 +15,9 @@ observations look like the exemplars' (our own code, written from the format of 
   most 50 distinct values and no sentence are ``categorical field. [every value]`` (cut at 400
   characters), other text ``text filed. e.g. v1, v2 ...`` (their spelling), integers ``min: a, max: b.
   distinct count: n``, reals and dates ``min: a, max: b``, booleans ``distinct count: {value: count}``,
-  an empty column ``empty column.``; other statistics cut at 200 characters. Differences: the values
-  are listed sorted (theirs: in the order rows were read), and a text example is five sampled values.
+  an empty column ``empty column.``; other statistics cut at 200 characters. Values are listed in the
+  order the rows hold them, as theirs; a text example is five sampled values (theirs: a set, in no stable
+  order). The query and column texts and the exact-name widening: agent.tools.column_index.search_as_authors.
 - FindShortestPath: the path alone for one pair, else ``[(start, end, path), ...]`` with starts and ends
   sorted, over the authors' graph (agent.tools.fk_graph.AuthorsGraph; key labels right, their release
   swapped them), and their errors ``Error. No path between a and b.`` / ``Error. Node x not found in db.``
