@@ -112,8 +112,8 @@ def find_values_as_authors(index: ValueIndex, schema: SchemaInfo, query: object,
     if not texts:
         return ToolOutput(AuthorsValues((), f"Error. Tables in db `{database}` do not have text field."), ok=False)
     values = str_list(query, "query")
-    tables = [None] * len(values) if table in (None, [], "") else str_list(table, "table")
-    columns = [None] * len(values) if column in (None, [], "") else str_list(column, "column")
+    tables = [None] * len(values) if table in (None, [], "") else _filter_list(table, "table")
+    columns = [None] * len(values) if column in (None, [], "") else _filter_list(column, "column")
     if not len(values) == len(tables) == len(columns):
         return ToolOutput(AuthorsValues((), "Error. Length of query, table, column should be the same."), ok=False)
     found: dict[str, list[dict[str, str]]] = {}
@@ -125,6 +125,14 @@ def find_values_as_authors(index: ValueIndex, schema: SchemaInfo, query: object,
         rows = [r for r in rows[:AUTHORS_HITS] if (not t or r["table"] == t) and (not c or r["column"] == c)]
         found[value] = [dict(r) for r in rows[:AUTHORS_TOP]]
     return ToolOutput(AuthorsValues(tuple(found.items())))
+
+
+def _filter_list(value: object, what: str) -> list[str | None]:
+    """A filter per value, as the authors took them: a name, or a list whose None entries filter nothing
+    (their BIRD exemplar writes ``column=[None, "name"]``)."""
+    if isinstance(value, list | tuple):
+        return [None if v is None else str_list(v, what)[0] for v in value]
+    return list(str_list(value, what))
 
 
 def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:

@@ -109,3 +109,7 @@ def test_paper_profile_filters_each_value_by_its_own_table_and_column(connector,
     assert tools.run("SearchValue", ["France", "concert", "theme"]).observation == "[]"
     assert tools.run("SearchValue", [["France", "Oslo"], "singer"]).observation == (
         "Error. Length of query, table, column should be the same.")
+    # None in a filter list filters nothing for that value (the paper's BIRD exemplar writes column=[None, ...]).
+    both = ast.literal_eval(tools.run("SearchValue", [["France", "Joe Sharp"]],
+                                      {"column": [None, "theme"]}).observation)
+    assert both["France"][0]["column"] == "country" and both["Joe Sharp"] == []
