@@ -139,7 +139,8 @@ FIDELITY: dict[str, tuple[str, ...]] = {
         "Done needs an executed query; two identical outputs in a row stop the case (authors' code).",
         "Table 10 ablation: without FindShortestPath the set's tool_desc_no_findpath.txt is sent and the "
         "exemplar steps calling it are left out.",
-        "SearchColumn returns the top 5 columns per phrase.",
+        "SearchColumn returns the top 5 columns per phrase (in the paper profile widened to every column the "
+        "phrase names exactly, as the authors' tool).",
     ),
     "differs": (
         "SearchValue searches an embedded SQLite FTS5 index with typo tolerance instead of Elasticsearch.",
