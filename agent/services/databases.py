@@ -186,7 +186,7 @@ def toolbox_for(database: Database, *, connector: Connector | None = None, **opt
         if database.index_status == Database.IndexStatus.READY and is_stale(read_manifest(index_dir_for(database)),
                                                                              connector):
             _queue_rebuild(database)
-        return ToolBox(connector, index_dir_for(database), **options)
+        return ToolBox(connector, index_dir_for(database), **{"database_name": database.name, **options})
     except BaseException:
         connector.close()
         raise
@@ -225,6 +225,12 @@ def database_save(*, database: Database, changed: list[str] | tuple[str, ...]) -
     return database
 
 
+def _stored_schema_is_current(schema: dict) -> bool:
+    """A schema stored before statistics kept whitespace (and declared types were kept) has no declared types:
+    it is introspected again rather than reused."""
+    return all(c.get("declared_type") is not None for t in schema.get("tables", ()) for c in t.get("columns", ()))
+
+
 def database_refresh(*, database: Database, force: bool = False) -> Database:
     """Introspect the target (schema, keys, row counts, statistics), store it, and (re)build its tool indexes.
 
@@ -236,7 +242,8 @@ def database_refresh(*, database: Database, force: bool = False) -> Database:
     try:
         with open_connector(database) as conn:
             fingerprint = conn.fingerprint()
-            if not force and database.schema and fingerprint == database.schema_fingerprint:
+            if not force and database.schema and fingerprint == database.schema_fingerprint \
+                    and _stored_schema_is_current(database.schema):
                 schema = database.schema_info()
             else:
                 schema = conn.introspect(with_stats=True)

@@ -387,12 +387,16 @@ def _exemplar_databases(few_shot: FewShot) -> list[tuple[str | None, Database | 
 
 def _exemplar_warnings(few_shot: FewShot | None, config) -> list[str]:
     """Exemplars whose observations cannot be produced again in the session's profile (their database is
-    not registered here): their stored text is sent as written."""
+    not registered here): their stored text is sent as written, or, in the default profile, rewritten from
+    the authors' format (agent.tools.authors_reprs)."""
     if few_shot is None or not hasattr(config, "observation_profile"):
         return []
+    if config.observation_profile == "default":
+        how = "are rewritten from their stored text into the 'default' format, not run again"
+    else:
+        how = f"are sent as stored, not rendered in the {config.observation_profile!r} profile"
     return [f"Exemplar {i} ({name or 'no database'}): its database is not registered here, so its observations "
-            f"are sent as stored, not rendered in the {config.observation_profile!r} profile."
-            for i, (name, db) in enumerate(_exemplar_databases(few_shot), 1) if db is None]
+            f"{how}." for i, (name, db) in enumerate(_exemplar_databases(few_shot), 1) if db is None]
 
 
 def _exemplars_for(few_shot: FewShot, strategy) -> tuple:
@@ -402,8 +406,21 @@ def _exemplars_for(few_shot: FewShot, strategy) -> tuple:
     cfg = getattr(strategy, "config", None)
     if cfg is None or not hasattr(cfg, "observation_profile") or not few_shot.exemplars:
         return few_shot.exemplars
-    return tuple(_rerender(shot, db, cfg) if db is not None else shot
+    return tuple(_rerender(shot, db, cfg) if db is not None else _rewrite_stored(shot, cfg)
                  for shot, (_, db) in zip(few_shot.exemplars, _exemplar_databases(few_shot), strict=True))
+
+
+def _rewrite_stored(shot, cfg):
+    """An exemplar whose database is not here: in the default profile its stored observations (the authors'
+    reprs) are rewritten in the default format, so examples and live steps show one format."""
+    if cfg.observation_profile != "default":
+        return shot
+    from agent.strategies.exemplars import rewritten
+    from agent.strategies.interactive_t2s import clip_observation
+    from agent.tools.authors_reprs import default_from_authors
+
+    return rewritten(shot, lambda name, args, kwargs, stored: clip_observation(
+        default_from_authors(name, args, kwargs, stored), cfg.max_observation_chars))
 
 
 def _rerender(shot, database: Database, cfg):

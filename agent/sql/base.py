@@ -63,7 +63,8 @@ class ColumnStats:
     values: tuple[tuple[str, int], ...] = ()
     sampled_rows: int | None = None  # set when computed on a prefix of a large table
     # Every distinct value of a text column with at most 50 of them, none a sentence (more than 8 spaces):
-    # the columns the paper authors' SearchColumn lists in full ("categorical field"). Sorted.
+    # the columns the paper authors' SearchColumn lists in full ("categorical field"). In the order the
+    # rows first hold them, as the authors listed them.
     listing: tuple[str, ...] = ()
 
     def describe(self) -> str:
@@ -104,6 +105,7 @@ class ColumnInfo:
     nullable: bool = True
     primary_key: bool = False
     stats: ColumnStats | None = None
+    declared_type: str | None = None  # the type as the DDL spells it ("varchar(25)"); ``type`` is upper case
 
     @property
     def qualified(self) -> str:
@@ -119,6 +121,7 @@ class ColumnInfo:
             nullable=d.get("nullable", True),
             primary_key=d.get("primary_key", False),
             stats=ColumnStats.from_dict(stats) if stats else None,
+            declared_type=d.get("declared_type"),
         )
 
 

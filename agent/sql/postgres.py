@@ -287,7 +287,7 @@ class PostgresConnector(Connector):
                 if with_stats:
                     stats = column_stats(self._internal, quoted, self.quote_ident(name), ctype, row_count)
                 columns.append(ColumnInfo(table=display, name=name, type=ctype.upper(), nullable=not notnull,
-                                          primary_key=name in pk, stats=stats))
+                                          primary_key=name in pk, stats=stats, declared_type=ctype))
             tables.append(TableInfo(display, tuple(columns), pk, tuple(fks), row_count))
         return SchemaInfo(engine=self.engine, tables=tuple(tables), fingerprint=self.fingerprint())
 

@@ -135,7 +135,7 @@ class SQLiteConnector(Connector):
                     stats = column_stats(self._internal, q, self.quote_ident(col), ctype or "", row_count)
                 columns.append(ColumnInfo(table=name, name=col, type=(ctype or "").upper(),
                                           nullable=not notnull and not pk_pos, primary_key=bool(pk_pos),
-                                          stats=stats))
+                                          stats=stats, declared_type=ctype or ""))
             tables.append(TableInfo(name=name, columns=tuple(columns), primary_key=pk,
                                     foreign_keys=fks, row_count=row_count))
         return SchemaInfo(engine=self.engine, tables=tuple(tables), fingerprint=self.fingerprint())

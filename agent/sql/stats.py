@@ -18,6 +18,7 @@ ENUM_MAX_DISTINCT = 12
 # than 8 spaces (a sentence makes it free text). Their preprocess/spider_step1_cols_info.py.
 LISTING_MAX_DISTINCT = 50
 LISTING_MAX_SPACES = 8
+LISTING_VALUE_CHARS = 10_000  # a listed value is kept whole up to here (the listing is cut at 400 when shown)
 SAMPLE_VALUES = 5
 SAMPLE_CHARS = 100
 STATS_ROW_CAP = 200_000  # larger tables are summarised from their first rows
@@ -40,8 +41,8 @@ def type_kind(declared: str) -> str:
 
 
 def cut(value: Any, limit: int = SAMPLE_CHARS) -> str:
+    # Whitespace stays as stored: 'United States ' is not 'United States' to the query that filters on it.
     text = value if isinstance(value, str) else str(value)
-    text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -92,12 +93,13 @@ def _counts_only(run: Runner, col: str, source: str, declared_type: str, sampled
 
 
 def _listing(run: Runner, col: str, source: str) -> tuple[str, ...]:
-    rows = run(f"SELECT DISTINCT {col} FROM {source} WHERE {col} IS NOT NULL ORDER BY {col} "
-               f"LIMIT {LISTING_MAX_DISTINCT + 1}")
+    # In the order the rows first hold them (the authors read the column row by row into a dict).
+    rows = run(f"SELECT v FROM (SELECT {col} AS v, ROW_NUMBER() OVER () AS rn FROM {source}) AS r "
+               f"WHERE v IS NOT NULL GROUP BY v ORDER BY MIN(rn) LIMIT {LISTING_MAX_DISTINCT + 1}")
     values = [v if isinstance(v, str) else str(v) for (v,) in rows]
     if len(values) > LISTING_MAX_DISTINCT or any(v.strip().count(" ") > LISTING_MAX_SPACES for v in values):
         return ()
-    return tuple(cut(v) for v in values)
+    return tuple(cut(v, LISTING_VALUE_CHARS) for v in values)
 
 
 def _detail(run: Runner, col: str, source: str, kind: str, distinct: int, nulls: int, non_null: int,

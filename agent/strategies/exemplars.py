@@ -80,6 +80,14 @@ RunTool = Callable[[str, Sequence[Any], Mapping[str, Any]], str]
 def rerendered(exemplar: Exemplar, run: RunTool) -> Exemplar:
     """The exemplar with every tool step's observation produced again by ``run`` (the tool on the exemplar's
     database, in the session's observation profile), so the examples show the format the model will get."""
+    return rewritten(exemplar, lambda name, args, kwargs, _stored: run(name, args, kwargs))
+
+
+Rewrite = Callable[[str, Sequence[Any], Mapping[str, Any], str], str]
+
+
+def rewritten(exemplar: Exemplar, rewrite: Rewrite) -> Exemplar:
+    """The exemplar with every tool step's observation replaced by ``rewrite(name, args, kwargs, stored)``."""
     steps = []
     for step in exemplar.steps:
         try:
@@ -90,7 +98,8 @@ def rerendered(exemplar: Exemplar, run: RunTool) -> Exemplar:
         if action.is_done or step.observation is None:
             steps.append(step)
             continue
-        steps.append(Step(step.thought, step.action, run(action.name, action.args, dict(action.kwargs))))
+        steps.append(Step(step.thought, step.action,
+                          rewrite(action.name, action.args, dict(action.kwargs), step.observation)))
     return Exemplar(exemplar.schema_text, exemplar.question, exemplar.evidence, tuple(steps), exemplar.final_sql)
 
 

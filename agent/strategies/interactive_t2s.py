@@ -139,7 +139,8 @@ FIDELITY: dict[str, tuple[str, ...]] = {
         "Done needs an executed query; two identical outputs in a row stop the case (authors' code).",
         "Table 10 ablation: without FindShortestPath the set's tool_desc_no_findpath.txt is sent and the "
         "exemplar steps calling it are left out.",
-        "SearchColumn returns the top 5 columns per phrase.",
+        "SearchColumn returns the top 5 columns per phrase (in the paper profile widened to every column the "
+        "phrase names exactly, as the authors' tool).",
     ),
     "differs": (
         "SearchValue searches an embedded SQLite FTS5 index with typo tolerance instead of Elasticsearch.",
@@ -147,9 +148,9 @@ FIDELITY: dict[str, tuple[str, ...]] = {
         "instead of the authors' text-embedding-3-large, fused with BM25 by default (column_backend "
         "'hybrid'; column_ranking 'embedding', set by the paper-replica preset, ranks by the embeddings "
         "alone, as the authors).",
-        "Observations use our compact format unless observation_profile is 'paper' (the authors' formats, "
-        "SearchColumn's statistics in their words with every value of text columns up to 50 values; the "
-        "values sorted, theirs in row order).",
+        "Observations use our compact format unless observation_profile is 'paper' (the authors' tools as "
+        "they answered: their SearchColumn texts and exact-name widening, SearchValue's five per-row records, "
+        "their FindShortestPath graph and wording; departures listed in the README).",
         "Authors' code, not in the paper, off by default: authors_sql_rules (ExecuteSQL rejections and the "
         "DOUBLE-CHECK hint) and authors_case_retry (up to 3 attempts); both on in the paper-replica preset.",
         "Spider's flight_2 foreign key (the authors' patch) only when imported with --patch flight_2.",

@@ -15,7 +15,14 @@ from typing import Any
 
 from agent.sql import Connector, SchemaInfo
 
-from .column_index import COLUMNS_FILE, DEFAULT_COLUMN_BACKEND, VECTORS_FILE, column_documents, write_columns
+from .column_index import (
+    COLUMNS_FILE,
+    DEFAULT_COLUMN_BACKEND,
+    PAPER_VECTORS_FILE,
+    VECTORS_FILE,
+    column_documents,
+    write_columns,
+)
 from .embeddings import make_embedder, public_options
 from .fk_graph import GRAPH_FILE, write_graph
 from .manifest import IndexManifest, read_manifest, write_manifest
@@ -76,6 +83,7 @@ def build_indexes(
     seconds["total"] = time.perf_counter() - started
     final = index_dir / version
     files = {"schema": SCHEMA_FILE, "columns": COLUMNS_FILE, "column_vectors": VECTORS_FILE,
+             "column_vectors_paper": PAPER_VECTORS_FILE,
              "graph": GRAPH_FILE, "values": VALUES_FILE}
     sizes = {k: (final / f).stat().st_size for k, f in files.items() if (final / f).exists()}
     manifest = IndexManifest(

@@ -31,6 +31,8 @@ COLUMNS_FILE = "columns.json"
 DEFAULT_COLUMN_BACKEND = "hybrid"
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009)
 VECTORS_FILE = "column_vectors.npy"
+PAPER_VECTORS_FILE = "column_vectors_paper.npy"  # the authors' column documents, for the paper profile
+AUTHORS_CANDIDATES = 10  # the authors asked their vector store for max(10, topk) columns
 log = logging.getLogger(__name__)
 
 
@@ -43,11 +45,26 @@ class ColumnDoc:
     statistics: str  # ColumnStats.describe(), else ""
     primary_key: bool = False
     paper_statistics: str | None = None  # the authors' wording (paper profile); None in older indexes
+    declared_type: str | None = None  # the type as the DDL spells it (paper profile); None in older indexes
 
     @property
     def text(self) -> str:
         about = self.description or split_name(self.column)
         return f"a column named {split_name(self.column)} in table {split_name(self.table)} about {about}"
+
+    @property
+    def paper_text(self) -> str:
+        """The document the authors embedded for a column (their spider_step4_vectorization.py)."""
+        return f"a column named {_authors_words(self.column)} in {_authors_words(self.table)}."
+
+
+def _authors_words(name: str) -> str:
+    return name.replace("_", " ").lower()
+
+
+def authors_query(phrase: str) -> str:
+    """The text the authors embedded for a SearchColumn phrase (their tool/spider_search.py)."""
+    return f"a column about {phrase.strip().lower()}."
 
 
 def column_documents(schema: SchemaInfo, descriptions: Mapping[tuple[str, str], str] | None = None) -> list[ColumnDoc]:
@@ -61,7 +78,8 @@ def column_documents(schema: SchemaInfo, descriptions: Mapping[tuple[str, str], 
                 description=" ".join(desc.get((table.name.lower(), col.name.lower()), "").split()),
                 statistics=col.stats.describe() if col.stats else "",
                 primary_key=col.primary_key,
-                paper_statistics=authors_statistics(col.type or "", col.stats)))
+                paper_statistics=authors_statistics(col.type or "", col.stats),
+                declared_type=col.declared_type if col.declared_type is not None else col.type))
     return docs
 
 
@@ -70,6 +88,8 @@ def write_columns(docs: list[ColumnDoc], directory: Path, embedder: Embedder | N
     if embedder is not None:
         vectors = embedder.embed([d.text for d in docs]) if docs else np.zeros((0, 1), dtype=np.float32)
         np.save(directory / VECTORS_FILE, vectors.astype(np.float32))
+        paper = embedder.embed([d.paper_text for d in docs]) if docs else np.zeros((0, 1), dtype=np.float32)
+        np.save(directory / PAPER_VECTORS_FILE, paper.astype(np.float32))
 
 
 class BM25:
@@ -112,10 +132,13 @@ class ColumnIndex:
         self.backend = "bm25"
         self.vectors: np.ndarray | None = None
         self.embedder: Embedder | None = None
+        self._paper_vectors: np.ndarray | None = None
         if backend != "bm25":
             try:
                 self.embedder = make_embedder(backend, options)
                 self.vectors = np.load(directory / VECTORS_FILE)
+                if (directory / PAPER_VECTORS_FILE).exists():
+                    self._paper_vectors = np.load(directory / PAPER_VECTORS_FILE)
                 self.backend = backend
             except (BackendUnavailable, OSError) as exc:
                 # A worker without the optional package still answers, lexically.
@@ -164,6 +187,43 @@ class ColumnIndex:
             fused[i] += 1.0 / (RRF_K + rank)
         order = sorted(fused, key=lambda i: (-fused[i], -float(sims[i]), self._key(i)))
         return [(self.docs[i], fused[i]) for i in order[:k]]
+
+    def search_as_authors(self, phrases: list[str], k: int = 5) -> list[list[tuple[ColumnDoc, float]]]:
+        """The authors' SearchColumn ranking: the phrase embedded as "a column about {phrase}.", the columns as
+        "a column named {col} in {table}.", the 10 nearest read, a column whose name is the phrase moved to
+        the front (distance 0), and the top k widened to every such column. (distance, best first)
+
+        Without embeddings (a BM25-only index) the 10 candidates come from BM25 instead.
+        """
+        if not self.docs:
+            return [[] for _ in phrases]
+        distances = self._authors_distances(phrases)
+        out = []
+        for phrase, dist in zip(phrases, distances, strict=True):
+            candidates = sorted(dist, key=lambda i: dist[i])[:max(AUTHORS_CANDIDATES, k)]
+            q = phrase.strip().lower()
+            hits = [(i, 0.0 if q == self.docs[i].column.lower() else dist[i]) for i in candidates]
+            hits.sort(key=lambda h: h[1])
+            top = max(k, sum(1 for _, d in hits if d == 0.0))
+            out.append([(self.docs[i], d) for i, d in hits[:top]])
+        return out
+
+    def _authors_distances(self, phrases: list[str]) -> list[dict[int, float]]:
+        if self.embedder is not None and self.vectors is not None:
+            try:
+                if self._paper_vectors is None:  # an index built before the authors' documents were stored
+                    self._paper_vectors = self.embedder.embed([d.paper_text for d in self.docs]).astype(np.float32)
+                queries = self.embedder.embed([authors_query(p) for p in phrases])
+            except BackendUnavailable as exc:
+                log.warning("SearchColumn falls back to BM25 for this query: %s", exc)
+            else:
+                # Squared L2 between unit vectors (their vector store's default distance).
+                return [{i: float(2.0 - 2.0 * s) for i, s in enumerate(self._paper_vectors @ q)} for q in queries]
+        out = []
+        for phrase in phrases:
+            scores = self.bm25.scores(stemmed_tokens(phrase))
+            out.append({i: -score for i, score in scores.items()})
+        return out
 
     def _key(self, i: int) -> tuple[str, str]:
         return self.docs[i].table.lower(), self.docs[i].column.lower()

@@ -15,7 +15,7 @@ line. On failure, the database's error text, so the agent can fix the query::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.sql import Connector, Limits, QueryResult, SQLError
@@ -28,6 +28,8 @@ from .spec import DEFAULT_PROFILE, FormField, Param, ToolContext, ToolOutput, To
 from .text import sql_literal
 
 DEFAULT_SHOW_ROWS = 20
+WHOLE_ROWS = 1_000_000  # rows read for the paper profile's rendering of the whole result
+WHOLE_BYTES = 64_000_000
 
 
 def _cell(value: object) -> str:
@@ -66,17 +68,27 @@ class QueryOutcome:
 
 
 def run_query(connector: Connector, sql: object, *, limits: Limits | None = None,
-              show_rows: int = DEFAULT_SHOW_ROWS) -> ToolOutput:
-    """The query's rows, or the database's error text (``data`` is a QueryOutcome)."""
+              show_rows: int = DEFAULT_SHOW_ROWS, whole: bool = False) -> ToolOutput:
+    """The query's rows, or the database's error text (``data`` is a QueryOutcome).
+
+    ``whole`` (the paper profile) reads every row, up to ``WHOLE_ROWS`` and ``WHOLE_BYTES``, since the
+    authors rendered the sorted set of the full result; the result kept with the call still holds at most
+    the usual ``max_rows``.
+    """
     if not isinstance(sql, str) or not sql.strip():
         raise ToolError('ExecuteSQL needs one SQL query as a string, e.g. ExecuteSQL("SELECT name FROM singer").')
     text = sql.strip()
+    base = limits or connector.limits
+    run_limits = replace(base, max_rows=max(base.max_rows, WHOLE_ROWS), max_bytes=max(base.max_bytes, WHOLE_BYTES)) \
+        if whole else base
     try:
-        result = connector.execute(text, limits=limits)
+        result = connector.execute(text, limits=run_limits)
     except SQLError as exc:
         return ToolOutput(QueryOutcome(None, str(exc), show_rows), ok=False, sql=text)
-    cap = (limits or connector.limits).max_bytes
-    return ToolOutput(QueryOutcome(result, None, show_rows, cap), sql=text, result=result)
+    kept = result
+    if whole and len(result.rows) > base.max_rows:
+        kept = replace(result, rows=result.rows[:base.max_rows])
+    return ToolOutput(QueryOutcome(result, None, show_rows, run_limits.max_bytes), sql=text, result=kept)
 
 
 def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
@@ -95,7 +107,8 @@ def execute_sql(connector: Connector, sql: object, *, limits: Limits | None = No
 
 
 def _execute(ctx: ToolContext, a: Mapping[str, Any]) -> ToolOutput:
-    return run_query(ctx.connector, a["sql"], limits=ctx.limits, show_rows=ctx.show_rows)
+    return run_query(ctx.connector, a["sql"], limits=ctx.limits, show_rows=ctx.show_rows,
+                     whole=ctx.profile == paper_profile.PAPER_PROFILE)
 
 
 SPEC = ToolSpec(

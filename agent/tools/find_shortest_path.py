@@ -77,9 +77,39 @@ def find_paths(graph: JoinGraph, start: object, end: object) -> ToolOutput:
     return ToolOutput(tuple(found), ok=not any(isinstance(p, NoPath) for p in found))
 
 
+@dataclass(frozen=True)
+class AuthorsPaths:
+    """The paper profile's answer: (start, end, path or error) per pair, starts and ends each sorted and
+    deduplicated; ``single`` when one start and one end were asked (the path alone is shown)."""
+
+    pairs: tuple[tuple[str, str, str], ...]
+    single: bool
+
+
+def find_paths_as_authors(graph: JoinGraph, start: object, end: object, *, database: str = "") -> ToolOutput:
+    """FindShortestPath as the authors' tool answers: names matched exactly, every route from the start column
+    through its table (so a join column still shows its own hop), their error wording."""
+    starts = sorted(set(str_list(start, "start")))
+    ends = sorted(set(str_list(end, "end")))
+    authors = graph.authors
+    pairs = []
+    for s in starts:
+        for e in ends:
+            missing = next((n for n in (s, e) if not authors.has_node(n)), None)
+            if missing is not None:
+                # Theirs returns nothing for an unknown end column (the case is then dropped): both get this.
+                pairs.append((s, e, f"Error. Node {missing} not found in {database}."))
+                continue
+            route = authors.path(s, e)
+            pairs.append((s, e, route if route is not None else f"Error. No path between {s} and {e}."))
+    ok = bool(pairs) and not any(p[2].startswith("Error. ") for p in pairs)
+    return ToolOutput(AuthorsPaths(tuple(pairs), len(pairs) == 1), ok=ok)
+
+
 def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
-    if profile == paper_profile.PAPER_PROFILE:
-        return paper_profile.find_shortest_path(output, NoPath)
+    if isinstance(output.data, AuthorsPaths):
+        found: AuthorsPaths = output.data
+        return found.pairs[0][2] if found.single else str(list(found.pairs))
     lines = []
     for p in output.data:
         if isinstance(p, NoPath):
@@ -97,6 +127,9 @@ def find_shortest_path(graph: JoinGraph, start: object, end: object) -> ToolResu
 
 
 def _execute(ctx: ToolContext, a: Mapping[str, Any]) -> ToolOutput:
+    if ctx.profile == paper_profile.PAPER_PROFILE:
+        return find_paths_as_authors(ctx.indexes.graph, a["start"], a["end"],
+                                     database=ctx.database_name)
     return find_paths(ctx.indexes.graph, a["start"], a["end"])
 
 

@@ -65,7 +65,13 @@ def graph_data(schema: SchemaInfo) -> dict[str, Any]:
             continue
         keys.append({"table": src.name, "columns": [c.name for c in cols if c],
                      "ref_table": dst.name, "ref_columns": [c.name for c in refs if c]})
-    return {"tables": tables, "keys": keys, "case_sensitive": schema.engine != "sqlite"}
+    # Every foreign-key column pair as the database lists it (PRAGMA foreign_key_list order, missing
+    # tables and columns kept): the paper profile's graph is built from these, as the authors built theirs.
+    rows = []
+    for table in schema.tables:
+        for fk in reversed(table.foreign_keys):  # declaration order back to SQLite's numbering
+            rows.extend([table.name, fk.ref_table, a, b] for a, b in zip(fk.columns, fk.ref_columns, strict=False))
+    return {"tables": tables, "keys": keys, "key_rows": rows, "case_sensitive": schema.engine != "sqlite"}
 
 
 def write_graph(schema: SchemaInfo, directory: Path) -> dict[str, Any]:
@@ -104,6 +110,10 @@ class JoinGraph:
         self.graph = g
         self.component_tables = [sorted(c, key=str.lower) for c in nx.connected_components(table_graph)]
         self.components = {t: i for i, comp in enumerate(self.component_tables) for t in comp}
+        self._key_rows: list[list[str]] = data.get("key_rows") or [
+            [k["table"], k["ref_table"], a, b] for k in data["keys"]
+            for a, b in zip(k["columns"], k["ref_columns"], strict=True)]
+        self._authors: AuthorsGraph | None = None
 
     @classmethod
     def load(cls, directory: Path) -> JoinGraph:
@@ -155,3 +165,52 @@ class JoinGraph:
 
     def component_of(self, table: str) -> list[str]:
         return self.component_tables[self.components[table]]
+
+    @property
+    def authors(self) -> AuthorsGraph:
+        if self._authors is None:
+            self._authors = AuthorsGraph(self.tables, self._key_rows)
+        return self._authors
+
+
+class AuthorsGraph:
+    """The paper authors' join graph (their tool/spider_search.py, rewritten): a node per table and per
+    ``table.column``, an edge from each table to each of its columns and one from a table to the table
+    each of its foreign-key column pairs references, in the order they read them; the shortest route is
+    networkx's, so equal-length routes are settled as theirs are.
+
+    One deliberate difference: a key's label reads ``table.column = ref_table.ref_column``, where their
+    release swapped the two column names (``flights.AirportCode = airports.SourceAirport``).
+    """
+
+    def __init__(self, tables: dict[str, list[str]], key_rows: Sequence[Sequence[str]]) -> None:
+        edges: list[tuple[str, str, str]] = []
+        nodes: list[str] = list(tables)
+        by_table: dict[str, list[Sequence[str]]] = {}
+        for row in key_rows:
+            by_table.setdefault(row[0], []).append(row)
+        for table, cols in tables.items():
+            for col in cols:
+                nodes.append(f"{table}.{col}")
+                edges.append((table, f"{table}.{col}", f"{table}.{col}"))
+            for _, ref_table, col, ref_col in by_table.get(table, ()):
+                edges.append((table, ref_table, f"{table}.{col} = {ref_table}.{ref_col}"))
+        g = nx.MultiGraph()
+        g.add_nodes_from(nodes)
+        for u, v, label in edges:
+            g.add_edge(u, v, label=label)
+        self.labels: dict[tuple[str, str], str] = {}
+        for u, v, data in g.edges(data=True):  # the last label read wins for parallel edges, as theirs
+            self.labels[(u, v)] = self.labels[(v, u)] = data["label"]
+        self.graph = g
+
+    def has_node(self, name: str) -> bool:
+        return name in self.graph
+
+    def path(self, start: str, end: str) -> str | None:
+        """The route as ``a.x <-> a.k = b.k <-> b.y`` (empty for a column to itself); None when unconnected."""
+        try:
+            nodes = nx.shortest_path(self.graph, source=start, target=end)
+        except nx.NetworkXNoPath:
+            return None
+        return " <-> ".join(self.labels[(a, b)] for a, b in itertools.pairwise(nodes))

@@ -22,7 +22,9 @@ from typing import Any
 from agent.sql import Connector
 
 MANIFEST_NAME = "manifest.json"
-FORMAT_VERSION = 1
+# 2: statistics keep whitespace and list values in row order, declared types and the authors' column
+# vectors stored (paper profile). An older build is stale, so the next use queues a rebuild.
+FORMAT_VERSION = 2
 
 
 class IndexMissing(Exception):
@@ -60,7 +62,7 @@ class IndexManifest:
             sizes=dict(d.get("sizes", {})),
             build_seconds=dict(d.get("build_seconds", {})),
             counts=dict(d.get("counts", {})),
-            format_version=int(d.get("format_version", FORMAT_VERSION)),
+            format_version=int(d.get("format_version", 1)),
         )
 
     def path(self, index_dir: Path, name: str) -> Path:
@@ -89,5 +91,5 @@ def write_manifest(index_dir: Path, manifest: IndexManifest) -> None:
 
 
 def is_stale(manifest: IndexManifest | None, connector: Connector) -> bool:
-    """True when the target changed since the build (or nothing was built)."""
-    return manifest is None or manifest.fingerprint != connector.fingerprint()
+    """True when the target changed since the build, the build is of an older format, or nothing was built."""
+    return manifest is None or manifest.format_version < FORMAT_VERSION or manifest.fingerprint != connector.fingerprint()

@@ -55,6 +55,17 @@ def find_columns(index: ColumnIndex, query: object, *, k: int = DEFAULT_K, ranki
     return ToolOutput(ColumnMatches(tuple(phrases), hits, index.case_sensitive))
 
 
+def find_columns_as_authors(index: ColumnIndex, query: object, *, k: int = DEFAULT_K) -> ToolOutput:
+    """The paper profile's SearchColumn: the authors' query and column texts and their exact-name widening
+    (ColumnIndex.search_as_authors)."""
+    phrases = str_list(query, "query")
+    if not phrases or not any(p.strip() for p in phrases):
+        raise ToolError('SearchColumn needs words describing a column, e.g. SearchColumn("singer age").')
+    asked = [p for p in phrases if p.strip()]
+    hits = dict(zip(asked, index.search_as_authors(asked, k), strict=True))
+    return ToolOutput(ColumnMatches(tuple(phrases), hits, index.case_sensitive))
+
+
 def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
     if profile == paper_profile.PAPER_PROFILE:
         return paper_profile.search_column(output)
@@ -79,6 +90,8 @@ def search_column(index: ColumnIndex, query: object, *, k: int = DEFAULT_K) -> T
 
 
 def _execute(ctx: ToolContext, a: Mapping[str, Any]) -> ToolOutput:
+    if ctx.profile == paper_profile.PAPER_PROFILE:
+        return find_columns_as_authors(ctx.indexes.columns, a["query"], k=ctx.column_k)
     return find_columns(ctx.indexes.columns, a["query"], k=ctx.column_k,
                         ranking=getattr(ctx, "column_ranking", "index"))
 

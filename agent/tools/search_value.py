@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.sql import SchemaInfo
+
 from . import paper_profile
 from .base import ToolResult
 from .errors import ToolError, closest, str_list
@@ -85,9 +87,60 @@ def find_values(index: ValueIndex, query: object, table: object = None, column: 
     return ToolOutput(ValueMatches(found, index.case_sensitive))
 
 
+AUTHORS_HITS = 50  # rows their search engine returned per value, before the table/column filters
+AUTHORS_TOP = 5
+_AUTHORS_TEXT_TYPES = ("varchar", "text", "char")  # the declared types whose cells they indexed
+
+
+@dataclass(frozen=True)
+class AuthorsValues:
+    """The paper profile's SearchValue: per value, up to five ``{contents, table, column}`` records, one per
+    row holding the cell (their index had a document per row); or their error text."""
+
+    records: tuple[tuple[str, list[dict[str, str]]], ...]
+    error: str | None = None
+
+
+def find_values_as_authors(index: ValueIndex, schema: SchemaInfo, query: object, table: object = None,
+                           column: object = None, *, database: str = "") -> ToolOutput:
+    """SearchValue as the authors' tool answers: each value with its own table and column filter (matched
+    exactly, lists as long as the values), the first 50 rows found filtered, five kept. The ranking is
+    this index's (exact, folded, all words, close), not Elasticsearch's."""
+    texts = {(t.name, c.name) for t in schema.tables for c in t.columns
+             if any(k in (c.declared_type if c.declared_type is not None else c.type).lower()
+                    for k in _AUTHORS_TEXT_TYPES)}
+    if not texts:
+        return ToolOutput(AuthorsValues((), f"Error. Tables in db `{database}` do not have text field."), ok=False)
+    values = str_list(query, "query")
+    tables = [None] * len(values) if table in (None, [], "") else _filter_list(table, "table")
+    columns = [None] * len(values) if column in (None, [], "") else _filter_list(column, "column")
+    if not len(values) == len(tables) == len(columns):
+        return ToolOutput(AuthorsValues((), "Error. Length of query, table, column should be the same."), ok=False)
+    found: dict[str, list[dict[str, str]]] = {}
+    for value, t, c in zip(values, tables, columns, strict=True):
+        rows: list[dict[str, str]] = []
+        for cell in index.search(value, limit=AUTHORS_HITS):
+            if (cell.table, cell.column) in texts:
+                rows.extend([{"contents": cell.value, "table": cell.table, "column": cell.column}] * cell.count)
+        rows = [r for r in rows[:AUTHORS_HITS] if (not t or r["table"] == t) and (not c or r["column"] == c)]
+        found[value] = [dict(r) for r in rows[:AUTHORS_TOP]]
+    return ToolOutput(AuthorsValues(tuple(found.items())))
+
+
+def _filter_list(value: object, what: str) -> list[str | None]:
+    """A filter per value, as the authors took them: a name, or a list whose None entries filter nothing
+    (their BIRD exemplar writes ``column=[None, "name"]``)."""
+    if isinstance(value, list | tuple):
+        return [None if v is None else str_list(v, what)[0] for v in value]
+    return list(str_list(value, what))
+
+
 def observe(output: ToolOutput, profile: str = DEFAULT_PROFILE) -> str:
-    if profile == paper_profile.PAPER_PROFILE:
-        return paper_profile.search_value(output)
+    if isinstance(output.data, AuthorsValues):
+        found: AuthorsValues = output.data
+        if found.error is not None:
+            return found.error
+        return str(found.records[0][1]) if len(found.records) == 1 else str(dict(found.records))
     found: ValueMatches = output.data
     return "\n".join(format_cells(v, cells, found.case_sensitive) for v, cells in found.cells)
 
@@ -99,6 +152,9 @@ def search_value(index: ValueIndex, query: object, table: object = None, column:
 
 
 def _execute(ctx: ToolContext, a: Mapping[str, Any]) -> ToolOutput:
+    if ctx.profile == paper_profile.PAPER_PROFILE:
+        return find_values_as_authors(ctx.indexes.values, ctx.indexes.schema, a["query"], a["table"], a["column"],
+                                      database=ctx.database_name)
     return find_values(ctx.indexes.values, a["query"], a["table"], a["column"], limit=ctx.value_limit)
 
 

@@ -95,6 +95,8 @@ class ToolContext(Protocol):
     column_ranking: str  # "index" (the column index's backend) or "embedding" (embeddings alone, when built)
     value_limit: int
     show_rows: int
+    profile: str  # the observation profile; the paper profile also runs some tools as the authors' did
+    database_name: str
 
     @property
     def indexes(self) -> LoadedIndexes: ...

@@ -108,7 +108,7 @@ class ToolBox:
     def __init__(self, connector: Connector, index_dir: Path | str, *, limits: Limits | None = None,
                  enabled: Sequence[str] | None = None, column_k: int = DEFAULT_K, value_limit: int = DEFAULT_LIMIT,
                  show_rows: int = DEFAULT_SHOW_ROWS, profile: str = DEFAULT_PROFILE,
-                 column_ranking: str = "index") -> None:
+                 column_ranking: str = "index", database_name: str = "") -> None:
         self.tool_names: tuple[str, ...] = registry.canonical(enabled)
         self.connector = connector
         self.index_dir = Path(index_dir)
@@ -116,6 +116,7 @@ class ToolBox:
         self.column_k, self.value_limit, self.show_rows = column_k, value_limit, show_rows
         self.column_ranking = column_ranking  # "index": the index's backend; "embedding": embeddings alone
         self.profile = profile
+        self.database_name = database_name  # named in the paper profile's errors, as the authors' tools did
         self._manifest_stamp: tuple[int, int] | None = None
         self._indexes = self._current()
 

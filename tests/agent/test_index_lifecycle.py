@@ -58,3 +58,30 @@ def test_a_target_past_the_value_index_limits_shows_why_on_the_database_page(use
     assert "more than 100 distinct text values (per column) to index (the limit of one build)" in db.index_error
     html = user_client.get(db.get_absolute_url()).content.decode()
     assert "more than 100 distinct text values" in html
+
+
+def test_a_schema_and_build_from_before_whitespace_was_kept_are_redone(tmp_path, django_capture_on_commit_callbacks):
+    """Statistics once collapsed whitespace ('United States ' shown as 'United States'): such a stored schema
+    and its index build are redone on the next use, so SearchColumn shows the stored value again."""
+    path = tmp_path / "air.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE airports (code TEXT, country TEXT)")
+        conn.executemany("INSERT INTO airports VALUES (?, ?)", [("A", "United States "), ("B", "United States ")])
+    conn.close()
+    db = services.database_register(name="air", location=str(path), refresh="sync")
+    old = db.schema
+    for table in old["tables"]:
+        for col in table["columns"]:
+            col.pop("declared_type")
+            if col["stats"] and col["stats"]["values"]:
+                col["stats"]["values"] = [[" ".join(v.split()), n] for v, n in col["stats"]["values"]]
+    Database.objects.filter(pk=db.pk).update(schema=old)
+    manifest_path = services.index_dir_for(db) / "manifest.json"
+    manifest_path.write_text(manifest_path.read_text().replace('"format_version": 2', '"format_version": 1'))
+    with django_capture_on_commit_callbacks() as callbacks:
+        services.toolbox_for(db).connector.close()
+    assert len(callbacks) == 1  # a rebuild is queued
+    db.refresh_from_db()
+    services.database_refresh(database=db)
+    with services.toolbox_for(db) as toolbox:
+        assert "'United States '" in toolbox.run("SearchColumn", ["country"]).observation

@@ -56,7 +56,8 @@ def test_an_exemplar_renders_identically_in_the_prompt_and_as_live_observations(
     if profile == "paper":
         assert live[3].startswith("[('") and live[3].endswith(")]")  # str(sorted(set(rows)))
         assert live[0].startswith("[{'contents': 'AC/DC'")
-        assert live[2].startswith("[('Album.Title', 'Artist.Name', 'Album.Title <-> ")
+        # One pair: the path alone, through the tables as the authors' graph walks.
+        assert live[2] == "Album.Title <-> Album.ArtistId = Artist.ArtistId <-> Artist.Name"
     else:
         assert live[3].startswith("Title\n")
 
@@ -70,6 +71,23 @@ def test_an_exemplar_whose_database_is_not_registered_keeps_its_text_with_a_visi
     assert len(warnings) == 2 and "academic" in warnings[0] and "sent as stored" in warnings[0]
     page = staff_client.get(session.get_absolute_url()).content.decode()
     assert 'id="exemplar-warnings"' in page and "paper profile (the authors' formats)" in page
+
+
+def test_default_profile_rewrites_the_papers_exemplars_in_its_own_format(demo_database, replay_llm):
+    """The paper's Spider exemplars come from databases not registered here: in the default profile their
+    stored reprs are rewritten, so the examples show the format of the live observations."""
+    server = replay_llm(['Thought: q\nAction: ExecuteSQL("SELECT Name FROM Artist LIMIT 1")', "Thought: ok\nAction: Done"])
+    session = sessions.session_create(database=demo_database, question="q", enqueue=False)
+    warnings = session.config["exemplar_warnings"]
+    assert len(warnings) == 2 and "rewritten from their stored text" in warnings[0]
+    sessions.session_execute(session_id=session.pk)
+    system = server.chat_requests()[0].messages[0]["content"]
+    assert "Observation: [" not in system and "Observation: {" not in system
+    assert "Observation: 'organization name':\n- organization.name TEXT\n" in system
+    assert "Observation: 'Soccer activity':\nno exact match; closest cells:\nActivity.activity_name = 'Soccer'" in system
+    assert "Fname | Lname | Fname | Lname\n'Linda' | 'Smith' | 'Michael' | 'Goodrich'" in system
+    live = [t.observation for t in Turn.objects.for_session(session).order_by("index")][0]
+    assert live.startswith("Name\n")  # the same table format as the exemplars' ExecuteSQL
 
 
 def test_paper_execute_sql_is_the_sorted_distinct_rows_cut_at_200_characters():

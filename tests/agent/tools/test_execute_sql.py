@@ -1,7 +1,9 @@
 from __future__ import annotations
 
-from agent.sql import QueryResult
-from agent.tools import ToolBox
+import sqlite3
+
+from agent.sql import Limits, QueryResult, connect
+from agent.tools import ToolBox, build_indexes, clear_cache
 from agent.tools.execute_sql import format_result
 
 
@@ -44,3 +46,24 @@ def test_writes_are_refused(toolbox: ToolBox) -> None:
 def test_sql_must_be_a_string(toolbox: ToolBox) -> None:
     result = toolbox.run("ExecuteSQL", [42])
     assert not result.ok and "ExecuteSQL(" in result.observation
+
+
+def test_paper_profile_renders_the_sorted_set_of_the_whole_result(tmp_path) -> None:
+    """The authors sorted every row before cutting at 200 characters: the smallest values come first even
+    when they are past the rows kept for the session."""
+    path = tmp_path / "big.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (x INTEGER, y TEXT)")
+        conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, None if i == 7 else "v") for i in range(3000, 0, -1)])
+    conn.close()
+    connector = connect("sqlite", str(path))
+    build_indexes(connector, tmp_path / "idx", column_backend="bm25")
+    with ToolBox(connector, tmp_path / "idx", profile="paper", limits=Limits(max_rows=1000)) as tools:
+        result = tools.run("ExecuteSQL", ["SELECT x FROM t"])
+        assert result.observation == str([(i,) for i in range(1, 3001)])[:200] + "..."
+        assert len(result.result.rows) == 1000 and result.result.total_rows == 3000
+        mixed = tools.run("ExecuteSQL", ["SELECT y FROM t"]).observation
+    clear_cache()
+    # NULL next to text: their sort failed and Python's message was the observation.
+    assert mixed in ("'<' not supported between instances of 'str' and 'NoneType'",
+                     "'<' not supported between instances of 'NoneType' and 'str'")

@@ -44,7 +44,8 @@ def _statistics(tools: ToolBox, table: str, column: str) -> str:
 
 
 def test_text_column_with_few_values_lists_every_value(paper_tools: ToolBox) -> None:
-    assert _statistics(paper_tools, "item", "city") == "categorical field. ['Lima', 'Oslo', 'Paris']"
+    # In the order the rows first hold them, as the authors read them.
+    assert _statistics(paper_tools, "item", "city") == "categorical field. ['Oslo', 'Lima', 'Paris']"
 
 
 def test_text_column_with_more_than_fifty_values_is_free_text(paper_tools: ToolBox) -> None:
@@ -60,7 +61,8 @@ def test_numbers_dates_and_booleans_in_the_authors_words(paper_tools: ToolBox) -
     assert _statistics(paper_tools, "item", "stock") == "min: 0, max: 4. distinct count: 5"
     assert _statistics(paper_tools, "item", "price") == "min: 1.5, max: 90.0"
     assert _statistics(paper_tools, "item", "added") == "min: 2024-01-01, max: 2024-01-28"
-    assert _statistics(paper_tools, "item", "active") == "distinct count: {'0': 30, '1': 30}"
+    # Their GROUP BY read the stored numbers: the keys are numbers, not text.
+    assert _statistics(paper_tools, "item", "active") == "distinct count: {0: 30, 1: 30}"
     assert _statistics(paper_tools, "archive", "label") == "empty column."
 
 
@@ -70,3 +72,20 @@ def test_default_profile_keeps_its_own_text(paper_tools: ToolBox, tmp_path: Path
         text = tools.run("SearchColumn", ["item city"]).observation
     connector.close()
     assert "- item.city TEXT | enumeration: 'Lima' (20), 'Oslo' (20), 'Paris' (20)" in text
+
+
+@pytest.mark.parametrize("profile", ["default", "paper"])
+def test_values_keep_their_whitespace_in_both_profiles(tmp_path: Path, profile: str) -> None:
+    path = tmp_path / "air.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE airports (code TEXT, country TEXT)")
+    conn.executemany("INSERT INTO airports VALUES (?, ?)", [("A", "United States "), ("B", "United States "),
+                                                            ("C", "Canada"), ("D", "Canada")])
+    conn.commit()
+    conn.close()
+    connector = connect("sqlite", str(path))
+    build_indexes(connector, tmp_path / "idx", column_backend="bm25")
+    with ToolBox(connector, tmp_path / "idx", profile=profile) as tools:
+        observation = tools.run("SearchColumn", ["country"]).observation
+    clear_cache()
+    assert "'United States '" in observation

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from agent.tools import ToolBox
+import ast
+
+from agent.tools import ToolBox, build_indexes
 
 
 def obs(toolbox: ToolBox, *args: object, **kwargs: object) -> str:
@@ -84,3 +86,30 @@ def test_several_values_in_one_call(toolbox: ToolBox) -> None:
 def test_empty_value_is_a_helpful_error(toolbox: ToolBox) -> None:
     result = toolbox.run("SearchValue", ["   "])
     assert not result.ok and "SearchValue(" in result.observation
+
+
+def _paper(connector, index_dir) -> ToolBox:
+    build_indexes(connector, index_dir)
+    return ToolBox(connector, index_dir, profile="paper", database_name="concerts")
+
+
+def test_paper_profile_gives_one_record_per_row_and_five_at_most(connector, index_dir) -> None:
+    """The authors' index held a document per row: a value in three rows comes back three times."""
+    tools = _paper(connector, index_dir)
+    records = ast.literal_eval(tools.run("SearchValue", ["France"]).observation)
+    assert records == [{"contents": "France", "table": "singer", "column": "country"}] * 3
+    several = ast.literal_eval(tools.run("SearchValue", [["France", "United States"]]).observation)
+    assert list(several) == ["France", "United States"]
+    assert several["United States"][:2] == [{"contents": "United States", "table": "singer", "column": "country"}] * 2
+    assert all(len(v) <= 5 for v in several.values())
+
+
+def test_paper_profile_filters_each_value_by_its_own_table_and_column(connector, index_dir) -> None:
+    tools = _paper(connector, index_dir)
+    assert tools.run("SearchValue", ["France", "concert", "theme"]).observation == "[]"
+    assert tools.run("SearchValue", [["France", "Oslo"], "singer"]).observation == (
+        "Error. Length of query, table, column should be the same.")
+    # None in a filter list filters nothing for that value (the paper's BIRD exemplar writes column=[None, ...]).
+    both = ast.literal_eval(tools.run("SearchValue", [["France", "Joe Sharp"]],
+                                      {"column": [None, "theme"]}).observation)
+    assert both["France"][0]["column"] == "country" and both["Joe Sharp"] == []

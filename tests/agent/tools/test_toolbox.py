@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import time
@@ -95,7 +96,8 @@ def test_manifest_records_build_and_round_trips(connector: Connector, index_dir:
     assert manifest.fingerprint == connector.fingerprint()
     assert manifest.counts["tables"] == 7 and manifest.counts["foreign_keys"] == 3
     assert manifest.counts["cells"] > 40
-    assert set(manifest.sizes) == {"schema", "columns", "column_vectors", "graph", "values"}  # hybrid default
+    assert set(manifest.sizes) == {"schema", "columns", "column_vectors", "column_vectors_paper", "graph",
+                                   "values"}  # hybrid default
     assert all(size > 0 for size in manifest.sizes.values())
     assert manifest.build_seconds["total"] >= manifest.build_seconds["values"]
     assert not is_stale(manifest, connector)
@@ -148,3 +150,13 @@ def test_changed_target_is_stale_and_rebuild_finds_new_values(tmp_path: Path, db
         # The same ToolBox sees the new build on its next call.
         assert "singer.name = 'Kraftwerk'" in tools.run("SearchValue", ["Kraftwerk"]).observation
     clear_cache()
+
+
+def test_a_build_of_an_older_format_is_stale(connector: Connector, index_dir: Path) -> None:
+    """Builds from before statistics kept whitespace (and the paper profile's files) are rebuilt on next use."""
+    build_indexes(connector, index_dir, column_backend="bm25")
+    assert not is_stale(read_manifest(index_dir), connector)
+    path = index_dir / "manifest.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**data, "format_version": 1}), encoding="utf-8")
+    assert is_stale(read_manifest(index_dir), connector)
