@@ -201,6 +201,9 @@ def _check(text: str, dialect: str) -> str:
         raise QueryRejected(f"Only one statement per call is allowed; got {len(statements)}.")
     tree = statements[0]
     if not isinstance(tree, _READ_ROOTS):
+        if tokens and tokens[0].token_type == TokenType.VAR:  # "SELEC x" parses as a column with an alias
+            raise QueryRejected(f"The query could not be checked: it starts with {tokens[0].text!r}, which is not "
+                                "a SQL keyword; a read query starts with SELECT or WITH.")
         raise QueryRejected(f"Only read queries (SELECT) are allowed; got {tree.key.upper()}.")
     allowed = ALLOWED_FUNCTIONS.get(dialect, COMMON)
     followed_by_paren = {t.start for t, nxt in pairwise(tokens) if nxt.token_type == TokenType.L_PAREN}

@@ -20,3 +20,15 @@ def test_a_write_that_does_not_parse_is_not_called_a_typo(make_sqlite):
         conn.execute("DELETE FROM t WHERE")
     assert "it starts with 'DELETE', not SELECT or WITH." in str(refused.value)
     assert "Only a single SELECT query is allowed." in str(refused.value)
+
+
+@pytest.mark.parametrize("sql", ["SELEC name", "nme", "nme AS n"])
+def test_a_first_word_that_is_no_keyword_is_named_not_called_a_statement_kind(make_sqlite, sql):
+    """"SELEC name" parses as a column with an alias: it is refused as unchecked, naming the word, never as
+    "got ALIAS" or "got COLUMN"."""
+    path = make_sqlite("CREATE TABLE t (name TEXT);")
+    with connect("sqlite", str(path)) as conn, pytest.raises(QueryRejected) as refused:
+        conn.execute(sql)
+    first = sql.split()[0]
+    assert str(refused.value) == (f"The query could not be checked: it starts with {first!r}, which is not a SQL "
+                                  "keyword; a read query starts with SELECT or WITH.")
