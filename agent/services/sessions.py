@@ -40,7 +40,7 @@ from agent.services import spend
 from agent.strategies import STRATEGIES, FewShot, SessionContext, TurnRecord, create_strategy
 from agent.strategies.interactive_t2s import PAPER_REPLICA_OPTIONS
 from agent.strategies.options import option_errors
-from agent.strategies.pool import PoolExample
+from agent.strategies.pool import PoolExample, PoolExclusion
 from agent.textclean import clean_json, clean_text
 from agent.tools import IndexMissing
 
@@ -285,6 +285,8 @@ class SessionSpec:
     evidence: str = ""
     options: Mapping[str, Any] | None = None
     question_key: str | None = None
+    # What the question may not retrieve from the run's pool (agent.strategies.pool.PoolExclusion.to_dict()).
+    pool_exclusion: Mapping[str, Any] | None = None
 
 
 def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint: LLMEndpoint,
@@ -323,7 +325,8 @@ def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint
         # Cleaned here: bulk_create sends no pre_save signal (agent.hygiene).
         session = clean_instance(AgentSession(
             database=spec.database, question=question, evidence=(spec.evidence or "").strip(), strategy=strategy,
-            model=session_model(config), config={**config, "question_key": cleaned_json(spec.question_key)},
+            model=session_model(config), config={**config, "question_key": cleaned_json(spec.question_key),
+                                                 "pool_exclusion": cleaned_json(spec.pool_exclusion)},
             llm_endpoint=endpoint if endpoint.pk else None, queued_at=now, billed_to=billed_to),
             clean_already=("config",))
         rows.append(session)
@@ -365,6 +368,11 @@ def _pool_examples(pool_id: int, digest: str) -> tuple[PoolExample, ...]:
     """A pool's examples, read once per worker process (pools are immutable; the digest guards the cache)."""
     pool = ExamplePool.objects.get(pk=pool_id, digest=digest)
     return tuple(PoolExample.from_dict(e) for e in pool.examples)
+
+
+def _pool_exclusion(config: Mapping[str, Any]) -> PoolExclusion | None:
+    stored = config.get("pool_exclusion")
+    return PoolExclusion.from_dict(stored) if stored else None
 
 
 def _example_pool(config: Mapping[str, Any]) -> tuple[PoolExample, ...]:
@@ -555,6 +563,7 @@ def session_execute(*, session_id: int) -> None:
                                  exemplars=_exemplars_for(few_shot, strategy), tool_description=few_shot.tool_description,
                                  example_pool=_example_pool(session.config),
                                  question_key=session.config.get("question_key") or None,
+                                 pool_exclusion=_pool_exclusion(session.config),
                                  tool_description_no_findpath=few_shot.tool_description_no_findpath)
             last_messages = list(previous[-1].messages) if previous else []
 
