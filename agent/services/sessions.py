@@ -158,7 +158,7 @@ def session_create(
     options: Mapping[str, Any] | None = None, user=None, endpoint: LLMEndpoint | None = None,
     few_shot: FewShot | None = None, zero_shot: bool = False, paper_replica: bool = False,
     enqueue: bool = True, example_pool: ExamplePool | None = None, question_key: str | None = None,
-    billed_to=None,
+    billed_to=None, pool_exclusion: Mapping[str, Any] | None = None,
 ) -> AgentSession:
     """Validate, snapshot the configuration, store the session, and queue it after commit.
 
@@ -168,7 +168,8 @@ def session_create(
     paper's set that fits the database (the paper is always 2-shot; ``few_shot_source.default_for``)
     unless ``zero_shot`` asks for none; the snapshot's ``exemplars_choice`` says which happened.
     ``example_pool`` is what retrieving strategies draw examples from; ``question_key`` is this question's
-    key in such a pool (a run over a dataset sets it), never retrieved (leave-one-out).
+    key in such a pool (a run over a dataset sets it), never retrieved; ``pool_exclusion`` is all that the question
+    may not retrieve (``agent.strategies.pool.PoolExclusion.to_dict()``: its database, its duplicates).
     ``billed_to``: whose daily budget the session's LLM calls count to (default: ``user``; a run's sessions: its
     launcher, while ``created_by`` stays empty, as nobody asked them by hand).
     ``paper_replica`` is the preset of the agent as the paper's authors ran it: their exemplars (unless a set
@@ -182,6 +183,8 @@ def session_create(
     config = _checked_config(errors, database=database, strategy=strategy, options=options, endpoint=endpoint,
                              few_shot=few_shot, zero_shot=zero_shot, paper_replica=paper_replica,
                              example_pool=example_pool, question_key=question_key, billed_to=billed_to)
+    if config:
+        config["pool_exclusion"] = dict(pool_exclusion) if pool_exclusion else None
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
