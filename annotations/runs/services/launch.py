@@ -82,8 +82,9 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
                                                                      defaults=defaults))
     except (TypeError, ValueError) as exc:
         raise ValidationError({"options": [str(exc)]}) from None
-    needs_pool = configured.pool_needed()
-    if needs_pool and not pool and not _gives_examples(exemplar_set_version, exemplar_candidate):
+    needs_pool = run_pool_needed(strategy=configured, pool=pool, exemplar_set_version=exemplar_set_version,
+                                 exemplar_candidate=exemplar_candidate)
+    if needs_pool:
         raise ValidationError({"pool": [needs_pool]})
     if sample == "join-buckets" and not limit:
         limit = TABLE10_PER_BUCKET
@@ -163,6 +164,17 @@ def _without_tools(strategy: str, options: dict | None, without: Sequence[str]) 
     if not options["enabled_tools"]:
         raise ValidationError({"without": ["At least one tool must stay on."]})
     return options
+
+
+def run_pool_needed(*, strategy, pool: str | None, exemplar_set_version=None, exemplar_candidate=None) -> str | None:
+    """Why a run of ``strategy`` (a name, with its default options, or a configured strategy) cannot go without
+    a pool as chosen (None: it can): it retrieves examples, no pool is named and no chosen exemplars give any."""
+    if isinstance(strategy, str):
+        strategy = create_strategy(strategy, {})
+    needs = strategy.pool_needed()
+    if not needs or pool or _gives_examples(exemplar_set_version, exemplar_candidate):
+        return None
+    return needs
 
 
 def _gives_examples(version, candidate) -> bool:

@@ -121,6 +121,12 @@ def test_a_strategy_that_retrieves_examples_is_refused_without_a_pool_at_every_d
     page = client.post(f"/datasets/{dev.name}/run/", {
         "launch-name": "x", "launch-strategy": "dart_sql", "launch-sample": "all"}, follow=True).content.decode()
     assert "DART-SQL selects its 5 examples from an example pool" in page
+    # The form's estimate says so before launching, and not once a pool is named.
+    estimate = f"/datasets/{dev.name}/estimate/"
+    said = client.get(estimate, {"launch-strategy": "scl_sql", "launch-sample": "all"}).content.decode()
+    assert 'id="estimate-pool"' in said and "SCL-SQL retrieves its 3 positive examples" in said
+    said = client.get(estimate, {"launch-strategy": "scl_sql", "launch-sample": "all", "launch-pool": "dev"})
+    assert 'id="estimate-pool"' not in said.content.decode()
     assert Run.objects.filter(name="x").count() == 0
     assert not services.run_create_agent(dataset=dev, name="it", strategy="interactive_t2s").config["example_pool"]
 
