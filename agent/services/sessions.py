@@ -40,7 +40,7 @@ from agent.services import spend
 from agent.strategies import STRATEGIES, FewShot, SessionContext, TurnRecord, create_strategy
 from agent.strategies.interactive_t2s import PAPER_REPLICA_OPTIONS
 from agent.strategies.options import option_errors
-from agent.strategies.pool import PoolExample
+from agent.strategies.pool import PoolExample, PoolExclusion
 from agent.textclean import clean_json, clean_text
 from agent.tools import IndexMissing
 
@@ -158,7 +158,7 @@ def session_create(
     options: Mapping[str, Any] | None = None, user=None, endpoint: LLMEndpoint | None = None,
     few_shot: FewShot | None = None, zero_shot: bool = False, paper_replica: bool = False,
     enqueue: bool = True, example_pool: ExamplePool | None = None, question_key: str | None = None,
-    billed_to=None,
+    billed_to=None, pool_exclusion: Mapping[str, Any] | None = None,
 ) -> AgentSession:
     """Validate, snapshot the configuration, store the session, and queue it after commit.
 
@@ -168,7 +168,8 @@ def session_create(
     paper's set that fits the database (the paper is always 2-shot; ``few_shot_source.default_for``)
     unless ``zero_shot`` asks for none; the snapshot's ``exemplars_choice`` says which happened.
     ``example_pool`` is what retrieving strategies draw examples from; ``question_key`` is this question's
-    key in such a pool (a run over a dataset sets it), never retrieved (leave-one-out).
+    key in such a pool (a run over a dataset sets it), never retrieved; ``pool_exclusion`` is all that the question
+    may not retrieve (``agent.strategies.pool.PoolExclusion.to_dict()``: its database, its duplicates).
     ``billed_to``: whose daily budget the session's LLM calls count to (default: ``user``; a run's sessions: its
     launcher, while ``created_by`` stays empty, as nobody asked them by hand).
     ``paper_replica`` is the preset of the agent as the paper's authors ran it: their exemplars (unless a set
@@ -182,6 +183,8 @@ def session_create(
     config = _checked_config(errors, database=database, strategy=strategy, options=options, endpoint=endpoint,
                              few_shot=few_shot, zero_shot=zero_shot, paper_replica=paper_replica,
                              example_pool=example_pool, question_key=question_key, billed_to=billed_to)
+    if config:
+        config["pool_exclusion"] = dict(pool_exclusion) if pool_exclusion else None
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
@@ -285,6 +288,8 @@ class SessionSpec:
     evidence: str = ""
     options: Mapping[str, Any] | None = None
     question_key: str | None = None
+    # What the question may not retrieve from the run's pool (agent.strategies.pool.PoolExclusion.to_dict()).
+    pool_exclusion: Mapping[str, Any] | None = None
 
 
 def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint: LLMEndpoint,
@@ -323,7 +328,8 @@ def session_create_many(*, specs: Sequence[SessionSpec], strategy: str, endpoint
         # Cleaned here: bulk_create sends no pre_save signal (agent.hygiene).
         session = clean_instance(AgentSession(
             database=spec.database, question=question, evidence=(spec.evidence or "").strip(), strategy=strategy,
-            model=session_model(config), config={**config, "question_key": cleaned_json(spec.question_key)},
+            model=session_model(config), config={**config, "question_key": cleaned_json(spec.question_key),
+                                                 "pool_exclusion": cleaned_json(spec.pool_exclusion)},
             llm_endpoint=endpoint if endpoint.pk else None, queued_at=now, billed_to=billed_to),
             clean_already=("config",))
         rows.append(session)
@@ -365,6 +371,11 @@ def _pool_examples(pool_id: int, digest: str) -> tuple[PoolExample, ...]:
     """A pool's examples, read once per worker process (pools are immutable; the digest guards the cache)."""
     pool = ExamplePool.objects.get(pk=pool_id, digest=digest)
     return tuple(PoolExample.from_dict(e) for e in pool.examples)
+
+
+def _pool_exclusion(config: Mapping[str, Any]) -> PoolExclusion | None:
+    stored = config.get("pool_exclusion")
+    return PoolExclusion.from_dict(stored) if stored else None
 
 
 def _example_pool(config: Mapping[str, Any]) -> tuple[PoolExample, ...]:
@@ -555,6 +566,7 @@ def session_execute(*, session_id: int) -> None:
                                  exemplars=_exemplars_for(few_shot, strategy), tool_description=few_shot.tool_description,
                                  example_pool=_example_pool(session.config),
                                  question_key=session.config.get("question_key") or None,
+                                 pool_exclusion=_pool_exclusion(session.config),
                                  tool_description_no_findpath=few_shot.tool_description_no_findpath)
             last_messages = list(previous[-1].messages) if previous else []
 

@@ -48,10 +48,11 @@ class SessionContext:
     evidence: str | None = None
     exemplars: tuple[Exemplar, ...] = ()
     tool_description: str | None = None  # an exemplar set version's own text, sent instead of ours
-    # The run's example pool (agent.strategies.pool.PoolExample) and this question's key in such a pool,
-    # left out of retrieval (leave-one-out when the pool is the dataset being run).
+    # The run's example pool (agent.strategies.pool.PoolExample) and what this question may not retrieve
+    # from it (agent.strategies.pool.PoolExclusion: its own database, duplicates of it, its own entry).
     example_pool: tuple[Any, ...] = ()
-    question_key: str | None = None
+    question_key: str | None = None  # sessions stored before pool_exclusion: only this entry was left out
+    pool_exclusion: Any | None = None
     tool_description_no_findpath: str | None = None  # the set's text for the run without FindShortestPath
 
 
@@ -208,6 +209,13 @@ class Strategy(abc.ABC):
         should_cancel: ShouldCancel = never_cancel,
     ) -> Outcome:
         """Answer ``ctx.question``, reporting each finished step through ``on_turn``."""
+
+    def pool_needed(self) -> str | None:
+        """Why this configuration cannot run as configured without an example pool (None: it needs none).
+
+        Launchers refuse a run without a pool when this says so, instead of running it silently without
+        the examples its method retrieves."""
+        return None
 
     @abc.abstractmethod
     def preview_messages(self, ctx: SessionContext, previous_turns: Sequence[TurnRecord] = ()) -> list[Message]:

@@ -62,7 +62,7 @@ from .base import (
     never_cancel,
 )
 from .dail import select_examples, sql_skeleton
-from .pool import candidates
+from .pool import candidates, left_out_note
 
 FIDELITY: dict[str, tuple[str, ...]] = {
     "as_in_paper": (
@@ -88,8 +88,10 @@ FIDELITY: dict[str, tuple[str, ...]] = {
         "questions are masked with their own SQL's identifiers and values (their schema may not be at hand).",
         "DAIL's preliminary query came from a fine-tuned model (Graphix-T5); here it is a zero-shot call of the "
         "same LLM with the same prompt (turn kind 'preliminary'), or none when 'preliminary' is off.",
-        "The example pool is the one chosen for the run (a dataset's gold pairs with leave-one-out, an exemplar "
-        "set, reviewed predictions), not necessarily Spider train; 'examples' (S) defaults to 5.",
+        "The example pool is the one chosen for the run (a dataset's gold pairs, an exemplar set, reviewed "
+        "predictions), not necessarily Spider train; a pool from the dataset being run is cross-database (no "
+        "example of the question's own database, as Spider's train and dev share none), any pool drops exact "
+        "duplicates of the question and its gold SQL; 'examples' (S) defaults to 5.",
         "Regeneration after a forbidden construct is capped ('max_regenerations', our choice: 3); the paper "
         "gives no cap.",
         "Self-consistency makes n separate calls (each stored as a turn) rather than one call with n choices; a "
@@ -200,6 +202,12 @@ class DartSQL(PipelineStrategy):
     config_class = DartSQLConfig
     config: DartSQLConfig
 
+    def pool_needed(self) -> str | None:
+        if self.config.examples == 0:
+            return None
+        return (f"DART-SQL selects its {self.config.examples} examples from an example pool (DAIL selection): "
+                "name a pool, or set the option examples to 0 to run it zero-shot.")
+
     def run(
         self,
         ctx: SessionContext,
@@ -275,7 +283,8 @@ class DartSQL(PipelineStrategy):
         pool, left_out = candidates(env.ctx)
         if not pool:
             turn = env.log.step(SELECT, lambda: {
-                "observation": "The example pool is empty: the prompt has no examples (zero-shot).",
+                "observation": "The example pool is empty: the prompt has no examples (zero-shot)."
+                               + left_out_note(env.ctx, left_out),
                 "extra": {"examples": [], "pool_size": 0, "left_out": left_out}})
             return list(turn.extra.get("examples") or [])
         preliminary_sql: str | None = None
@@ -294,7 +303,7 @@ class DartSQL(PipelineStrategy):
             lines = [f"{e['question_similarity']:.3f}"
                      + (f" / skeleton {e['skeleton_similarity']:.2f}" if e["skeleton_similarity"] is not None else "")
                      + f"  [{e['key']}] {e['question']}" for e in examples]
-            note = f" ({left_out} left out: the question itself)" if left_out else ""
+            note = left_out_note(env.ctx, left_out)
             return {"observation": f"Masked question: {masked}\n{len(examples)} example(s) from a pool of "
                                    f"{len(pool)}{note}:\n" + "\n".join(lines),
                     "extra": {"examples": examples, "pool_size": len(pool), "left_out": left_out,

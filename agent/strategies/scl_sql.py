@@ -16,8 +16,11 @@
    then a logical check by the LLM). A failing candidate becomes the
    negative "[invalid] SQL, result, cause" of the next prompt; a passing one
    ends the loop.
-5. ``vote`` (2.4): when the pool of executable candidates holds more than one
-   distinct query, the LLM votes for the best; with one, it is the answer.
+5. ``vote`` (2.4): the candidate pool holds the SQL-result pairs that passed
+   verification, as the paper adds them (2.3); with one it is the answer, with
+   more than one distinct query the LLM votes. As the loop ends at the first
+   pair that passes, the pool holds at most one; when none passed, the last
+   loop's executed candidate is the answer (what the paper's "w/o vote" outputs).
 
 Example pool: ``SessionContext.example_pool`` (the run's pool: a dataset's
 gold pairs, an exemplar set, reviewed predictions) plus the session's
@@ -70,7 +73,7 @@ from .base import (
     TurnRecord,
     never_cancel,
 )
-from .pool import candidates
+from .pool import candidates, left_out_note
 
 FIDELITY: dict[str, tuple[str, ...]] = {
     "as_in_paper": (
@@ -78,11 +81,13 @@ FIDELITY: dict[str, tuple[str, ...]] = {
         "LLM schema linking with the entities, the full schema and the question; the prompt's schema is "
         "pruned to the linked tables and columns.",
         "Skeleton-guided retrieval of P0=3 [valid] question-SQL positives by Jaccard similarity (eq. 2) from an "
-        "example pool (the question's own pair left out).",
+        "example pool (cross-database for a pool from the dataset being run; duplicates of the question and "
+        "its gold SQL always left out).",
         "Loop of thought, L=3: prompt, generate, execute, verify (execution check, then the LLM's logic "
         "check); a failure becomes the [invalid] negative (SQL, result, cause); positives decay as "
         "P = P0 - alpha * N (eq. 3).",
-        "Candidates voted by the LLM when more than one distinct query ran; temperature 0.1.",
+        "Only SQL-result pairs that passed verification enter the candidate pool (section 2.3); the LLM votes "
+        "when it holds more than one distinct query; temperature 0.1.",
     ),
     "differs": (
         "Pruning keeps each linked table's primary and foreign key columns so that joins stay possible, and "
@@ -92,7 +97,11 @@ FIDELITY: dict[str, tuple[str, ...]] = {
         "Numbers in the question count as entities (they are values), so they are masked in the skeleton too.",
         "The pool is the one chosen for the run (a dataset's gold pairs, an exemplar set, reviewed predictions) "
         "plus the session's exemplars, not necessarily the benchmark's training split.",
-        "The vote is one LLM call that names the best candidate.",
+        "The vote is one LLM call that names the best candidate. The loop ends at the first verified pair, so "
+        "the pool never holds two and no vote is cast; when no pair passed, the last loop's executed candidate is "
+        "the answer (the paper does not say; its 'w/o vote' ablation outputs the last loop's result). The "
+        "paper's Table 3 reports a 'w/o vote' difference, so its authors' pool may have held more than the text "
+        "says; their code is not released.",
     ),
 }
 SUBSTITUTIONS: str = " ".join(FIDELITY["differs"])
@@ -124,7 +133,9 @@ class SCLSQLConfig(ConfigBase):
     search_values: bool = True  # with "tools": SearchValue for each entity (SearchColumn always runs)
     max_value_searches: int = 5
     result_rows: int = 10  # rows of a result shown in verification, negatives and the vote
-    vote: bool = True  # False: the last loop's candidate is the answer (the paper's "w/o vote")
+    # False: the last loop's candidate is the answer (the paper's "w/o vote"). The vote is over verified pairs
+    # only, and the loop ends at the first, so both settings give the same answer (FIDELITY).
+    vote: bool = True
     use_evidence: bool = True
 
     def __post_init__(self) -> None:
@@ -146,6 +157,12 @@ class SCLSQL(PipelineStrategy):
     config_class = SCLSQLConfig
     config: SCLSQLConfig
 
+    def pool_needed(self) -> str | None:
+        if self.config.positives == 0:
+            return None
+        return (f"SCL-SQL retrieves its {self.config.positives} positive examples from an example pool: name a "
+                "pool, or set the option positives to 0 to run it without positives.")
+
     def run(
         self,
         ctx: SessionContext,
@@ -158,7 +175,8 @@ class SCLSQL(PipelineStrategy):
     ) -> Outcome:
         cfg = self.config
         log = TurnLog(previous_turns, on_turn)
-        candidates: list[TurnRecord] = []
+        candidates: list[TurnRecord] = []  # every candidate that executed
+        verified: list[TurnRecord] = []  # the paper's candidate pool: pairs that passed verification
         try:
             split = log.step(SPLIT, lambda: self._split(ctx.question))
             entities = list(split.extra.get("entities") or [])
@@ -173,7 +191,6 @@ class SCLSQL(PipelineStrategy):
             retrieved = log.step(RETRIEVE, lambda: self._retrieve(ctx, str(split.extra.get("skeleton") or "")))
             positives = list(retrieved.extra.get("positives") or [])
             negatives: list[dict[str, str]] = []
-            passed: TurnRecord | None = None
             for loop in range(1, cfg.max_loops + 1):
                 shown = positives[:max(0, cfg.positives - cfg.alpha * len(negatives))]
                 turn = ask(log, GENERATE,
@@ -184,10 +201,10 @@ class SCLSQL(PipelineStrategy):
                     candidates.append(turn)
                 ok, cause = self._verify(ctx, log, llm, should_cancel, turn, loop)
                 if ok:
-                    passed = turn
+                    verified.append(turn)
                     break
                 negatives.append(self._negative(turn, cause))
-            final = self._select(ctx, log, llm, should_cancel, candidates, passed)
+            final = self._select(ctx, log, llm, should_cancel, candidates, verified)
         except Stop as stop:
             return outcome(log, stop.status, candidates[-1] if candidates else _last_sql(log.turns), stop.error)
         if final is not None:
@@ -234,7 +251,7 @@ class SCLSQL(PipelineStrategy):
     def _retrieve(self, ctx: SessionContext, skeleton: str) -> dict[str, Any]:
         cfg = self.config
         pool, left_out = candidates(ctx)
-        note = f" ({left_out} left out: the question itself)" if left_out else ""
+        note = left_out_note(ctx, left_out)
         if not pool:
             return {"observation": "The example pool is empty: no positive examples." + note,
                     "extra": {"positives": [], "pool_size": 0, "left_out": left_out}}
@@ -328,21 +345,21 @@ class SCLSQL(PipelineStrategy):
     # --- 5. candidate selection ------------------------------------------------------------
 
     def _select(self, ctx: SessionContext, log: TurnLog, llm: ChatModel, should_cancel: ShouldCancel,
-                candidates: Sequence[TurnRecord], passed: TurnRecord | None) -> TurnRecord | None:
+                candidates: Sequence[TurnRecord], verified: Sequence[TurnRecord]) -> TurnRecord | None:
+        """The answer from the candidate pool of verified pairs (2.3, 2.4): the only one, or the LLM's vote among
+        several distinct queries; with none verified, the last candidate that executed (None: none did)."""
         distinct: list[TurnRecord] = []
         seen: set[str] = set()
-        for turn in candidates:
+        for turn in verified:
             key = " ".join((turn.sql or "").split()).lower()
             if key not in seen:
                 seen.add(key)
                 distinct.append(turn)
         if not distinct:
-            return None
-        if len(distinct) == 1:
-            return distinct[0]
-        if not self.config.vote:
-            return candidates[-1]
-        fallback = passed if passed is not None else distinct[-1]
+            return candidates[-1] if candidates else None
+        if len(distinct) == 1 or not self.config.vote:
+            return distinct[-1]
+        fallback = distinct[-1]
 
         def finish(text: str) -> dict[str, Any]:
             choice = parse_vote(text, len(distinct))

@@ -212,14 +212,20 @@ class RunCreateSerializer(serializers.Serializer):
                                    help_text="Only the questions of these databases.")
     limit = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None,
                                      help_text="Only N questions: the first N, or a random N (sample=random).")
-    sample = serializers.ChoiceField(choices=["first", "random"], default="first",
-                                     help_text="With limit: the first N questions, or a random N drawn with seed.")
+    sample = serializers.ChoiceField(choices=["first", "random", "join-buckets"], default="first",
+                                     help_text="With limit: the first N questions, or a random N drawn with seed; "
+                                               "join-buckets: a random N (default 50) per tables-joined bucket 2, "
+                                               "3 and 4+ (the paper's Table 10).")
     seed = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None,
                                     help_text="Seed of a random sample; drawn and stored on the run when omitted.")
     max_concurrency = serializers.IntegerField(min_value=1, max_value=64, required=False, allow_null=True,
                                                default=None)
     spend_cap = serializers.FloatField(min_value=0, required=False, allow_null=True, default=None)
     pool = serializers.CharField(max_length=300, required=False, allow_blank=True, default="", help_text=POOL_HELP)
+    without = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list,
+                                    max_length=20,
+                                    help_text="Tools switched off for every question, e.g. [\"FindShortestPath\"] "
+                                              "(the paper's Table 10 ablation).")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -27,7 +27,7 @@ ESTIMATED_STRATEGY = "interactive_t2s"
 
 def run_estimate(*, dataset, strategy: str, endpoint, exemplar_set_version=None, zero_shot: bool = False,
                  paper_replica: bool = False, db_ids=(), limit: int | None = None, sample: str = "first",
-                 seed: int | None = None) -> dict[str, Any]:
+                 seed: int | None = None, without=()) -> dict[str, Any]:
     """Questions, first-call prompt tokens and the token and cost range of a run launched with these choices."""
     questions = sample_questions(dataset.questions.select_related("database"), db_ids=db_ids, limit=limit,
                                  mode=sample, seed=seed)
@@ -49,7 +49,8 @@ def run_estimate(*, dataset, strategy: str, endpoint, exemplar_set_version=None,
             continue
         messages = build_messages(
             schema=question.database.schema_info(), question=question.question, evidence=question.evidence or None,
-            exemplars=few_shot.exemplars if few_shot else (), enabled_tools=config.enabled_tools,
+            exemplars=few_shot.exemplars if few_shot else (),
+            enabled_tools=[t for t in config.enabled_tools if t not in without] or config.enabled_tools,
             use_evidence=config.use_evidence, dialect=dialect_label(question.database.engine),
             custom_tool_description=few_shot.tool_description if few_shot else None,
             custom_tool_description_no_findpath=few_shot.tool_description_no_findpath if few_shot else None)

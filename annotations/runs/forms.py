@@ -2,11 +2,11 @@ import io
 
 from django import forms
 
-from agent.forms import MultipleFileField, strategy_choices
+from agent.forms import MultipleFileField, strategy_choices, tool_choices
 from annotations.exemplars.selectors import published_versions
 from annotations.runs.models import Dataset, Run
 from annotations.runs.pools import POOL_HELP
-from annotations.runs.sampling import SAMPLE_MODES, new_seed
+from annotations.runs.sampling import SAMPLE_MODES, SEEDED_MODES, TABLE10_PER_BUCKET, new_seed
 
 MAX_PREDICTION_BYTES = 20 * 1024 * 1024
 
@@ -76,7 +76,8 @@ class RunLaunchForm(forms.Form):
         help_text="A random sample is drawn with the seed below, stored on the run: the same seed gives the same "
                   "questions again.")
     limit = forms.IntegerField(min_value=1, required=False, label="Sample size N",
-                               help_text="How many questions a random or first-N sample takes.")
+                               help_text="How many questions a random or first-N sample takes (per bucket for the "
+                                         "join-bucket sample; 50 when empty).")
     seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, required=False, label="Seed",
                               help_text="For a random sample; a new one is drawn when empty.")
     db_ids = forms.CharField(required=False, label="Databases",
@@ -86,10 +87,15 @@ class RunLaunchForm(forms.Form):
     spend_cap = forms.FloatField(min_value=0, required=False, label="Spend cap (USD)",
                                  help_text="Stop starting sessions once the run has cost this much.")
     pool = forms.CharField(max_length=300, required=False, label="Example pool", help_text=POOL_HELP)
+    without = forms.MultipleChoiceField(
+        choices=(), required=False, widget=forms.CheckboxSelectMultiple, label="Without (ablation)",
+        help_text="Tools switched off for every question, e.g. FindShortestPath as in the paper's Table 10 "
+                  "(Interactive-T2S).")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["strategy"].choices = strategy_choices()
+        self.fields["without"].choices = tool_choices()
         self.fields["exemplar_set_version"].queryset = published_versions()
         self.fields["exemplar_set_version"].label_from_instance = lambda v: f"{v.exemplar_set.name} v{v.number}"
         if not self.is_bound:
@@ -100,10 +106,12 @@ class RunLaunchForm(forms.Form):
 
     def clean(self):
         data = super().clean()
+        if data.get("sample") == "join-buckets" and not data.get("limit"):
+            data["limit"] = TABLE10_PER_BUCKET
         if data.get("sample") in ("random", "first") and not data.get("limit"):
             self.add_error("limit", "Give the sample size N, or choose every question.")
         if data.get("sample") == "all":
             data["limit"] = data["seed"] = None
-        elif data.get("sample") == "random" and data.get("seed") is None:
+        elif data.get("sample") in SEEDED_MODES and data.get("seed") is None:
             data["seed"] = new_seed()
         return data

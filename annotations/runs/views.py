@@ -102,7 +102,8 @@ def run_launch(request: HttpRequest, name: str) -> HttpResponse:
                 exemplar_set_version=data["exemplar_set_version"], zero_shot=data["zero_shot"],
                 paper_replica=data["paper_replica"], db_ids=data["db_ids"], limit=data["limit"],
                 sample=data["sample"], seed=data["seed"],
-                max_concurrency=data["max_concurrency"], spend_cap=data["spend_cap"], pool=data["pool"] or None)
+                max_concurrency=data["max_concurrency"], spend_cap=data["spend_cap"], pool=data["pool"] or None,
+                without=data["without"])
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
         else:
@@ -126,9 +127,13 @@ def run_estimate(request: HttpRequest, name: str) -> HttpResponse:
             endpoint=session_services.default_llm_endpoint(),
             exemplar_set_version=data.get("exemplar_set_version"), zero_shot=data.get("zero_shot", False),
             paper_replica=data.get("paper_replica", False), db_ids=data.get("db_ids") or [],
-            limit=data.get("limit"), sample=data["sample"], seed=data.get("seed"))
+            limit=data.get("limit"), sample=data["sample"], seed=data.get("seed"), without=data.get("without") or ())
+    pool_needed = None
+    if data.get("strategy"):  # a valid choice: the form checked it
+        pool_needed = services.run_pool_needed(strategy=data["strategy"], pool=data.get("pool"),
+                                               exemplar_set_version=data.get("exemplar_set_version"))
     return render(request, "annotations/runs/partials/run_estimate.html",
-                  {"estimate": estimate, "errors": form.errors.get("limit")})
+                  {"estimate": estimate, "errors": form.errors.get("limit"), "pool_needed": pool_needed})
 
 
 @require_POST

@@ -74,8 +74,13 @@ def test_each_strategy_over_20_spider_dev_questions_stores_every_call_and_query(
         check_every_call_and_query_is_stored(run, calls_per_question=calls, queries_per_question=queries,
                                              user_client=user_client)
         kind = "select" if strategy == "dart_sql" else "retrieve"
+        by_key = {question_key(q): q for q in spider_dev.questions.all()}
+        own_database = spider_dev.questions.filter(db_id="concert_singer").count()
         for item in run.items.select_related("question", "session"):
             turn = Turn.objects.get(session=item.session, kind=kind)
-            chosen = turn.extra["examples" if strategy == "dart_sql" else "positives"]
-            assert question_key(item.question) not in [e["key"] for e in chosen] and turn.extra["left_out"] == 1
+            chosen = [by_key[e["key"]] for e in turn.extra["examples" if strategy == "dart_sql" else "positives"]]
+            # Cross-database: nothing of concert_singer, nor any pair with this question's gold query.
+            assert chosen and all(q.db_id != "concert_singer" for q in chosen)
+            assert all(q.gold_sql.strip().lower() != item.question.gold_sql.strip().lower() for q in chosen)
+            assert turn.extra["left_out"] >= own_database
     assert run.status == Run.Status.DONE

@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from agent.management.acting import on_behalf_of
+from agent.tools import tool_names
 from annotations import policies
 from annotations.exemplars.selectors import version_from_spec
 from annotations.runs import selectors, services
@@ -19,8 +20,10 @@ class Command(BaseCommand):
         parser.add_argument("--strategy", default="interactive_t2s")
         parser.add_argument("--name")
         parser.add_argument("--limit", type=int, help="Only N questions: the first N, or a random N with --sample random.")
-        parser.add_argument("--sample", choices=["first", "random"], default="first",
-                            help="With --limit: the first N questions (default) or a random N drawn with --seed.")
+        parser.add_argument("--sample", choices=["first", "random", "join-buckets"], default="first",
+                            help="With --limit: the first N questions (default) or a random N drawn with --seed; "
+                                 "join-buckets: a random N (default 50) per tables-joined bucket 2, 3 and 4+, "
+                                 "drawn with --seed (the paper's Table 10).")
         parser.add_argument("--seed", type=int, help="Seed of a random sample (drawn and stored when omitted).")
         parser.add_argument("--db", action="append", default=[], help="Restrict to a db_id (repeatable).")
         parser.add_argument("--exemplars", metavar="SET[:N]",
@@ -31,6 +34,9 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int)
         parser.add_argument("--spend-cap", type=float)
         parser.add_argument("--pool", metavar="SPEC", help=POOL_HELP)
+        parser.add_argument("--without", action="append", default=[], choices=tool_names(), metavar="TOOL",
+                            help="Switch a tool off for every question (repeatable), e.g. --without FindShortestPath "
+                                 "(the paper's Table 10 ablation).")
         parser.add_argument("--resume", type=int, metavar="RUN_ID",
                             help="Resume a run: questions never run, and those whose session failed, was "
                                  "cancelled or ended in an LLM error.")
@@ -74,14 +80,22 @@ class Command(BaseCommand):
                 dataset=dataset, name=o["name"] or f"{o['strategy']} on {dataset.name}", strategy=o["strategy"],
                 exemplar_set_version=version, zero_shot=o["zero_shot"], paper_replica=o["paper_replica"],
                 db_ids=o["db"], limit=o["limit"], sample=o["sample"], seed=o["seed"],
-                max_concurrency=o["concurrency"], spend_cap=o["spend_cap"], pool=o["pool"], user=account)
+                max_concurrency=o["concurrency"], spend_cap=o["spend_cap"], pool=o["pool"], without=o["without"],
+                user=account)
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
 
     def _report(self, run: Run, o) -> None:
-        seed = (run.config.get("sample") or {}).get("seed")
+        sample = run.config.get("sample") or {}
+        kind = "per tables-joined bucket sample" if sample.get("mode") == "join-buckets" else "random sample"
         self.stdout.write(f"Run #{run.pk} started: {run.items.count()} questions"
-                          + (f" (random sample, seed {seed})." if seed is not None else "."))
+                          + (f" ({kind}, seed {sample['seed']})." if sample.get("seed") is not None else "."))
+        pool = run.config.get("example_pool")
+        if pool:
+            self.stdout.write(f"Example pool: {pool['source']}, {pool['size']} question-SQL pairs; rule "
+                              f"{pool.get('rule')}: {pool.get('rule_text')}.")
+        if run.config.get("without"):
+            self.stdout.write(f"Without: {', '.join(run.config['without'])}.")
         if not o["wait"]:
             return
         while True:

@@ -20,12 +20,12 @@ from .dispatch import (
     runs_poll,
 )
 from .evaluation import run_awaits_missing_choice, run_evaluate, run_evaluate_queue
-from .launch import questions_for, run_create_agent
+from .launch import questions_for, run_create_agent, run_pool_needed
 from .predictions import run_choose_missing, run_import_predictions
 
 __all__ = [
     "DEFAULT_RUN_CONCURRENCY", "IMPORT_BATCH", "RETRYABLE_SESSION", "UNFINISHED_SESSION", "dataset_import",
     "db_resolver_for", "questions_for", "run_awaits_missing_choice", "run_cancel", "run_choose_missing",
-    "run_create_agent", "run_dispatch", "run_dispatch_queue", "run_evaluate", "run_evaluate_queue",
+    "run_create_agent", "run_pool_needed", "run_dispatch", "run_dispatch_queue", "run_evaluate", "run_evaluate_queue",
     "run_import_predictions", "run_progress", "run_resume", "run_session_finished", "runs_poll",
 ]

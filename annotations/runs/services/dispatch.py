@@ -26,7 +26,7 @@ from annotations.exemplars.selectors import few_shot_for_version
 from annotations.experiments.selectors import snapshot_few_shot
 from annotations.models import ExemplarSetVersion
 from annotations.runs.models import Run, RunItem
-from annotations.runs.pools import question_key
+from annotations.runs.pools import question_exclusion, question_key
 from annotations.runs.services.evaluation import run_evaluate_queue
 
 logger = logging.getLogger(__name__)
@@ -148,6 +148,8 @@ def _start_sessions(run: Run, items: list[RunItem]) -> int:
     example_pool = None
     if run.config.get("example_pool"):
         example_pool = ExamplePool.objects.defer("examples").get(pk=run.config["example_pool"]["id"])
+    # A run launched before the rules left out only the question's own pair: resumed, it keeps its one rule.
+    pool_rule = (run.config.get("example_pool") or {}).get("rule")
     specs = []
     for item in items:
         options = dict(run.config.get("options") or {})
@@ -155,7 +157,9 @@ def _start_sessions(run: Run, items: list[RunItem]) -> int:
             options["gold_sql"] = item.question.gold_sql  # HDSP's feedback mode compares with the gold (paper)
         specs.append(session_services.SessionSpec(
             database=item.question.database, question=item.question.question, evidence=item.question.evidence,
-            options=options, question_key=question_key(item.question) if example_pool is not None else None))
+            options=options, question_key=question_key(item.question) if example_pool is not None else None,
+            pool_exclusion=question_exclusion(item.question, rule=pool_rule).to_dict()
+            if example_pool is not None and pool_rule else None))
     created = session_services.session_create_many(
         specs=specs, strategy=run.strategy,
         endpoint=session_services.endpoint_from_snapshot(run.config["llm"]),  # as launched, not this worker's env

@@ -11,10 +11,12 @@ from django.db import transaction
 from agent.services import audit, spend
 from agent.services import sessions as session_services
 from agent.strategies import STRATEGIES, create_strategy
+from agent.strategies.pool import RULES
+from agent.tools import tool_names
 from annotations import policies
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
 from annotations.runs.pools import pool_from_spec
-from annotations.runs.sampling import new_seed, sample_questions
+from annotations.runs.sampling import SEEDED_MODES, TABLE10_PER_BUCKET, new_seed, sample_questions
 from annotations.runs.services.dispatch import run_dispatch_queue
 
 logger = logging.getLogger(__name__)
@@ -39,16 +41,20 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
                      db_ids: Sequence[str] = (), limit: int | None = None, max_concurrency: int | None = None,
                      spend_cap: float | None = None, pool: str | None = None, sample: str = "first",
                      seed: int | None = None, questions: Sequence[DatasetQuestion] | None = None,
-                     exemplar_candidate=None) -> Run:
+                     exemplar_candidate=None, without: Sequence[str] = ()) -> Run:
     """A run of one of our strategies over (a sample of) a dataset: one agent session per question.
 
     ``pool`` (see ``annotations.runs.pools``) is the example pool of retrieving strategies; it is resolved
-    and stored once, recorded in the run's snapshot, and each session leaves its own question out.
+    and stored once, recorded in the run's snapshot with the rule that keeps each question's answer out of
+    its reach (cross-database when the pool is the dataset being run). A strategy that retrieves examples
+    is refused without a pool (unless a chosen exemplar set gives it some), rather than run without them.
+    ``without``: tools switched off (the paper's Table 10 ablation), for strategies that call tools.
     Without a chosen exemplar set the Interactive-T2S agent gets the paper's set for the dataset (Spider;
     BIRD with or without evidence as ``options["use_evidence"]`` says), unless ``zero_shot``.
 
     ``sample``: with a ``limit``, ``"first"`` N questions or a ``"random"`` N drawn with ``seed`` (one is drawn
-    and stored when none is given), so the same sample can be run again.
+    and stored when none is given), so the same sample can be run again; ``"join-buckets"``: ``limit`` (default
+    50) random questions per tables-joined bucket 2, 3 and 4+, seeded alike (the paper's Table 10).
 
     ``questions`` (of ``dataset``) replaces the selection above by an explicit list (an experiment's suite).
     ``exemplar_candidate`` (an ``annotations.experiments`` candidate snapshot) is an unpublished candidate
@@ -63,16 +69,26 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
         if strategy != session_services.DEFAULT_EXEMPLARS_STRATEGY or zero_shot:
             raise ValidationError("The paper-replica preset is the Interactive-T2S agent with the paper's exemplars.")
         options = {**dict(options or {}), **session_services.PAPER_REPLICA_OPTIONS}
+    without = list(dict.fromkeys(without or ()))
+    if without:
+        options = _without_tools(strategy, options, without)
     endpoint = session_services.default_llm_endpoint()
     if endpoint is None:
         raise ValidationError({"llm": ["No LLM endpoint is configured (see README)."]})
     session_services.check_option_types(strategy, options or {})
     try:
         defaults = create_strategy(strategy, {}).config.to_dict()
-        create_strategy(strategy, spend.bounded_options(options or {}, endpoint=endpoint, defaults=defaults))
+        configured = create_strategy(strategy, spend.bounded_options(options or {}, endpoint=endpoint,
+                                                                     defaults=defaults))
     except (TypeError, ValueError) as exc:
         raise ValidationError({"options": [str(exc)]}) from None
-    if sample == "random" and limit and seed is None:
+    needs_pool = run_pool_needed(strategy=configured, pool=pool, exemplar_set_version=exemplar_set_version,
+                                 exemplar_candidate=exemplar_candidate)
+    if needs_pool:
+        raise ValidationError({"pool": [needs_pool]})
+    if sample == "join-buckets" and not limit:
+        limit = TABLE10_PER_BUCKET
+    if sample in SEEDED_MODES and limit and seed is None:
         seed = new_seed()
     if exemplar_candidate is not None and (exemplar_set_version is not None or zero_shot or paper_replica):
         raise ValidationError("A candidate version replaces the exemplar set: pick one or the other.")
@@ -88,11 +104,12 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
     pool_snapshot = None
     if pool:
         # Through the web and the API, a pool is drawn only from datasets and runs the launcher may see.
-        source, examples = (pool_from_spec(pool) if user is None else
-                            pool_from_spec(pool, datasets=policies.visible_datasets(user),
-                                           runs=policies.visible_runs(user)))
-        stored = session_services.example_pool_store(source=source, examples=examples)
-        pool_snapshot = {**session_services.example_pool_snapshot(stored), "spec": pool}
+        resolved = (pool_from_spec(pool) if user is None else
+                    pool_from_spec(pool, datasets=policies.visible_datasets(user), runs=policies.visible_runs(user)))
+        stored = session_services.example_pool_store(source=resolved.source, examples=resolved.examples)
+        rule = resolved.rule_for(dataset)
+        pool_snapshot = {**session_services.example_pool_snapshot(stored), "spec": pool, "rule": rule,
+                         "rule_text": RULES[rule]}
     concurrency = spend.run_concurrency(max_concurrency, endpoint=endpoint)
     choice = "chosen" if exemplar_set_version is not None else "zero-shot"
     candidate = None
@@ -115,9 +132,10 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
                     "exemplar_candidate": candidate,
                     "exemplars_choice": choice, "preset": "paper-replica" if paper_replica else None,
                     "max_concurrency": concurrency, "spend_cap": spend_cap, "example_pool": pool_snapshot,
+                    "without": without,
                     "sample": {"db_ids": list(db_ids), "limit": limit,
                                "mode": "list" if sample == "list" else sample if limit and sample != "all" else "all",
-                               "seed": seed if limit and sample == "random" else None}})
+                               "seed": seed if limit and sample in SEEDED_MODES else None}})
         RunItem.objects.bulk_create([
             RunItem(run=run, question=q, prediction_note="" if q.database_id else "database not available here")
             for q in questions])
@@ -130,3 +148,37 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
     return run
 
 
+def _without_tools(strategy: str, options: dict | None, without: Sequence[str]) -> dict:
+    """The options with ``without``'s tools switched off; refused for a strategy whose config has no tool list."""
+    unknown = [t for t in without if t not in tool_names()]
+    if unknown:
+        raise ValidationError({"without": [f"No tool named {', '.join(unknown)}; the tools are "
+                                           f"{', '.join(tool_names())}."]})
+    if "enabled_tools" not in create_strategy(strategy, {}).config.to_dict():
+        raise ValidationError({"without": [f"{strategy} has no tools to switch off."]})
+    options = dict(options or {})
+    enabled = options.get("enabled_tools") or tool_names()
+    if not isinstance(enabled, list | tuple):
+        raise ValidationError({"options": ["enabled_tools must be a list of strings."]})
+    options["enabled_tools"] = [t for t in enabled if t not in without]
+    if not options["enabled_tools"]:
+        raise ValidationError({"without": ["At least one tool must stay on."]})
+    return options
+
+
+def run_pool_needed(*, strategy, pool: str | None, exemplar_set_version=None, exemplar_candidate=None) -> str | None:
+    """Why a run of ``strategy`` (a name, with its default options, or a configured strategy) cannot go without
+    a pool as chosen (None: it can): it retrieves examples, no pool is named and no chosen exemplars give any."""
+    if isinstance(strategy, str):
+        strategy = create_strategy(strategy, {})
+    needs = strategy.pool_needed()
+    if not needs or pool or _gives_examples(exemplar_set_version, exemplar_candidate):
+        return None
+    return needs
+
+
+def _gives_examples(version, candidate) -> bool:
+    """Whether the chosen exemplars give a retrieving strategy examples of their own (their final queries)."""
+    if candidate is not None:
+        return True
+    return version is not None and any(e.get("final_sql") for e in version.exemplars)

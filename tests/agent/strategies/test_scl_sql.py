@@ -71,11 +71,10 @@ LOOP_SCRIPT = [
     sql_block(WRONG_SQL), "No. singer_id holds numbers; Adele is a name in singer.",  # loop 1: logic fails
     sql_block(BROKEN_SQL),  # loop 2: execution fails, no LLM verification
     sql_block(GOOD_SQL), "Yes. It counts her 2017 concerts.",  # loop 3: passes
-    "Vote: 2. It filters by her name.",
 ]
 
 
-def test_loop_carries_negatives_decays_positives_and_votes(tools: ToolDouble) -> None:
+def test_loop_carries_negatives_decays_positives_and_answers_with_the_verified_pair(tools: ToolDouble) -> None:
     with ReplayServer(LOOP_SCRIPT) as server:
         outcome, turns = run(server, tools)
         requests = server.chat_requests()
@@ -84,7 +83,7 @@ def test_loop_carries_negatives_decays_positives_and_votes(tools: ToolDouble) ->
     first_generate = kinds.index("generate")
     assert kinds[0] == "split" and kinds[first_generate - 1] == "retrieve"
     assert set(kinds[1:first_generate - 1]) == {"link"}
-    assert kinds[first_generate:] == ["generate", "verify", "generate", "verify", "generate", "verify", "vote"]
+    assert kinds[first_generate:] == ["generate", "verify", "generate", "verify", "generate", "verify"]
 
     split = turns[0].extra
     assert "Adele" in split["entities"] and "2017" in split["entities"]
@@ -116,15 +115,27 @@ def test_loop_carries_negatives_decays_positives_and_votes(tools: ToolDouble) ->
     assert verifies[0].extra["check"] == "logic" and verifies[0].extra["passed"] is False
     assert verifies[1].completion is None and verifies[1].extra["check"] == "execution"
     assert verifies[2].extra["passed"] is True
-    vote_prompt = requests[5].messages[1]["content"]
-    assert f"Candidate 1:\nSQL: {WRONG_SQL}" in vote_prompt and f"Candidate 2:\nSQL: {GOOD_SQL}" in vote_prompt
-    assert BROKEN_SQL not in vote_prompt  # only executable candidates are voted on
-    assert turns[-1].extra["choice"] == 2 and turns[-1].sql == GOOD_SQL
+    # The verifier rejected WRONG_SQL, so it never enters the candidate pool: no vote between it and GOOD_SQL.
+    assert len(requests) == 5
     assert all(r.params["temperature"] == 0.1 for r in requests)
 
     assert outcome.status == Status.ANSWERED and outcome.final_sql == GOOD_SQL
     assert outcome.result.rows == [(1,)]
-    assert outcome.totals.rounds == 6
+    assert outcome.totals.rounds == 5
+
+
+def test_candidates_the_verifier_rejected_are_never_voted_on(tools: ToolDouble) -> None:
+    # Two queries ran and were rejected by the logic check, none passed: the candidate pool of verified pairs is
+    # empty, nothing is voted on, and the last loop's executed query is the answer (the paper's "w/o vote").
+    other = "SELECT COUNT(*) FROM concert"
+    script = [sql_block(WRONG_SQL), "No. Wrong filter.", sql_block(other), "No. No filter.",
+              sql_block(BROKEN_SQL)]
+    with ReplayServer(script) as server:
+        outcome, turns = run(server, tools)
+        requests = server.chat_requests()
+    assert "vote" not in [t.kind for t in turns] and len(requests) == 5
+    assert not any("Candidate 1:" in m["content"] for r in requests for m in r.messages)
+    assert outcome.status == Status.ANSWERED and outcome.final_sql == other
 
 
 def test_empty_pool_is_said_and_a_single_passing_candidate_needs_no_vote(tools: ToolDouble) -> None:
@@ -173,11 +184,7 @@ def test_all_failing_loops_give_up(tools: ToolDouble) -> None:
     assert outcome.status == Status.GAVE_UP and outcome.final_sql == BROKEN_SQL and outcome.result is None
 
 
-def test_unreadable_vote_falls_back_to_the_verified_candidate_and_vote_can_be_off(tools: ToolDouble) -> None:
-    script = [*LOOP_SCRIPT[:-1], "Both look fine to me."]
-    with ReplayServer(script) as server:
-        outcome, turns = run(server, tools)
-    assert turns[-1].extra["fallback"] is True and outcome.final_sql == GOOD_SQL
+def test_vote_off_answers_with_the_last_loops_candidate(tools: ToolDouble) -> None:
     with ReplayServer([sql_block(WRONG_SQL), "No. Wrong filter.", sql_block(GOOD_SQL), "No. Not sure."]) as server:
         outcome, turns = run(server, tools, config=SCLSQLConfig(schema_linking="tools", vote=False, max_loops=2))
     assert "vote" not in [t.kind for t in turns] and outcome.final_sql == GOOD_SQL
@@ -193,7 +200,7 @@ def test_resume_replays_stored_steps_without_calling_the_llm_again(tools: ToolDo
         resumed, more = run(server, tools, previous=[stored_copy(t) for t in turns[:cut]])
         requests = server.chat_requests()
     assert [r.messages for r in requests] == [r.messages for r in full_requests[3:]]
-    assert [t.kind for t in more] == ["verify", "generate", "verify", "vote"]
+    assert [t.kind for t in more] == ["verify", "generate", "verify"]
     assert more[0].index == cut and more[0].completion is None  # the execution check of loop 2
     assert not any(name != "ExecuteSQL" for name, _a, _k in tools.calls[calls_before:])  # no new linking
     assert resumed.final_sql == full.final_sql == GOOD_SQL

@@ -52,19 +52,22 @@ QUESTIONS = [
     ("How many courses does student 1 take?", "SELECT count(*) FROM enrollment WHERE student_id = 1"),
     ("What is the total of all scores?", "SELECT sum(score) FROM grade"),
     ("How many singers are from Colombia?", "SELECT count(*) FROM singer WHERE country = 'Colombia'"),
-    # The same text twice with different gold queries: leave-one-out matches by id, not by text.
+    # The same text twice with different gold queries, on the same database: a duplicate is never retrieved.
     ("How many singers are there?", "SELECT count(singer_id) FROM singer"),
     ("How many concerts were held after 2016?", "SELECT count(*) FROM concert WHERE year > 2016"),
 ]
 ANSWER = "SELECT count(*) FROM singer"
+DB_IDS = ("school", "college")
 
 
 @pytest.fixture
 def school_dataset(tmp_path: Path):
     root = tmp_path / "tiny_spider"
-    (root / "database" / "school").mkdir(parents=True)
-    build_school_db(root / "database" / "school" / "school.sqlite")
-    (root / "dev.json").write_text(json.dumps([{"db_id": "school", "question": q, "query": s} for q, s in QUESTIONS]))
+    for db_id in DB_IDS:  # two databases (the same school schema), so a cross-database pool has examples
+        (root / "database" / db_id).mkdir(parents=True)
+        build_school_db(root / "database" / db_id / f"{db_id}.sqlite")
+    (root / "dev.json").write_text(json.dumps([{"db_id": DB_IDS[i % 2], "question": q, "query": s}
+                                               for i, (q, s) in enumerate(QUESTIONS)]))
     dataset = services.dataset_import(kind="spider", path=root, name="tiny-dev", build_indexes=True)
     for database_id in set(dataset.questions.exclude(database=None).values_list("database_id", flat=True)):
         DatabaseGrant.objects.get_or_create(database_id=database_id, group=group_of_testers())  # user_client's
@@ -105,7 +108,7 @@ def check_every_call_and_query_is_stored(run: Run, *, calls_per_question: int, q
     assert 'id="table-8"' in page and f"Per LLM call ({calls})" in page and f"Per case ({len(items)})" in page
 
 
-def test_dart_sql_run_with_its_own_dataset_as_pool_never_retrieves_a_questions_own_gold(
+def test_dart_sql_run_with_its_own_dataset_as_pool_never_retrieves_from_the_questions_database(
         school_dataset, replay_llm, user_client) -> None:
     # Per question: rewrite (returns the question), preliminary query, generation, judge.
     script = []
@@ -115,32 +118,37 @@ def test_dart_sql_run_with_its_own_dataset_as_pool_never_retrieves_a_questions_o
     point_endpoint_at(server)
     call_command("run", "--dataset", "tiny-dev", "--strategy", "dart_sql", "--pool", "tiny-dev", "--name", "dart")
     run = Run.objects.get(name="dart")
-    assert run.config["example_pool"]["source"] == "dataset tiny-dev" and run.config["example_pool"]["size"] == 20
+    pool = run.config["example_pool"]
+    assert pool["source"] == "dataset tiny-dev" and pool["size"] == 20 and pool["rule"] == "cross-database"
     drive(run)
     check_every_call_and_query_is_stored(run, calls_per_question=4, queries_per_question=4 + 1,
                                          user_client=user_client)
-    twins = {}
+    by_key = {question_key(q): q for q in school_dataset.questions.all()}
     for item in run.items.select_related("question", "session"):
-        own = question_key(item.question)
-        assert item.session.config["question_key"] == own
+        own = item.question
+        assert item.session.config["pool_exclusion"]["rule"] == "cross-database"
         select = Turn.objects.get(session=item.session, kind="select")
-        keys = [e["key"] for e in select.extra["examples"]]
-        assert own not in keys and len(keys) == 5
-        assert select.extra["left_out"] == 1 and select.extra["pool_size"] == 19
+        chosen = [by_key[e["key"]] for e in select.extra["examples"]]
+        assert len(chosen) == 5 and all(q.db_id != own.db_id for q in chosen)
+        assert all(q.gold_sql.lower() != own.gold_sql.lower() and q.question != own.question for q in chosen)
+        # The pool held 10 questions of the other database, less any duplicate of this question or its gold.
+        others = [q for q in by_key.values() if q.db_id != own.db_id]
+        duplicates = sum(q.gold_sql.lower() == own.gold_sql.lower() or q.question == own.question for q in others)
+        assert select.extra["pool_size"] == 10 - duplicates and select.extra["left_out"] == 10 + duplicates
+        assert f"({10 + duplicates} left out: no example of the question's own database" in select.observation
         generate = Turn.objects.get(session=item.session, kind="generate")
         prompt = generate.prompt[0]["content"]
-        assert f"/* Answer the following: {item.question.question} */\n{item.question.gold_sql}\n" not in prompt
-        if item.question.question == "How many singers are there?":
-            twins[own] = keys
+        assert f"/* Answer the following: {own.question} */\n{own.gold_sql}\n" not in prompt
     # The session page shows each call's exact prompt, the judge's whole conversation included.
     session = run.items.first().session
     page = user_client.get(session.get_absolute_url()).content.decode()
     assert page.count('class="turn-prompt"') == 4
     assert "/*Here is the input:*/" in page and "Judge whether the results are correct" in page
     assert "<strong>assistant</strong>" in page and "<strong>completion</strong>" in page
-    # The twin with the same text is a different question: it is retrieved, only the own pair is not.
-    (a, keys_a), (b, keys_b) = sorted(twins.items())
-    assert b in keys_a and a in keys_b
+    # The run page says which rule applied and how many examples the pool held.
+    page = user_client.get(run.get_absolute_url()).content.decode()
+    assert "Example pool: dataset tiny-dev (20 question-SQL pairs)" in page
+    assert 'id="run-pool-rule">cross-database</strong>' in page and "own database" in page
     assert server.remaining() == 0
 
 
