@@ -22,6 +22,7 @@ from agent.tools import BackendUnavailable, ToolBox, build_indexes, is_stale, re
 
 from . import audit, locations
 from .jobs import enqueue_on_commit
+from .workspaces import default_workspace
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def database_register(
     *, name: str, location: str, description: str = "", engine: str | None = None, is_demo: bool = False,
     column_descriptions: dict[str, str] | None = None, refresh: str = "async", must_be_new: bool = False,
     user=None,
-    foreign_key_patches: list[dict] | None = None,
+    foreign_key_patches: list[dict] | None = None, workspace=None,
 ) -> Database:
     """Register (or re-point) a target database and schedule its introspection.
 
@@ -115,6 +116,9 @@ def database_register(
     ``user``: the account registering through the web, the API or the admin. Their SQLite files must come from a
     data directory (``agent/services/locations.py``); without one (a server-side command) any readable file but
     the app's own data may be named.
+
+    ``workspace``: where a new database goes (its members see it); without one, the default workspace. A
+    database already registered stays in its workspace.
     """
     existing = Database.objects.filter(name=name).first()
     if existing is not None and must_be_new:
@@ -134,6 +138,8 @@ def database_register(
     if description or database.pk is None:
         database.description = description
     database.is_demo = is_demo or database.is_demo
+    if database.workspace_id is None:
+        database.workspace = workspace or default_workspace()
     if changed:
         database.status = Database.Status.PENDING
         database.status_message = ""
