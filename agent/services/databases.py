@@ -101,6 +101,23 @@ def open_connector(database: Database, *, limits: Limits | None = None,
     return connect(database.engine, dsn, limits=limits, refuse=locations.app_pg_identities())
 
 
+def _shape(schema) -> set[tuple[str, str, str]]:
+    return {(c.table.lower(), c.name.lower(), (c.type or "").lower()) for t in schema.tables for c in t.columns}
+
+
+def schema_matches(*, database: Database, sqlite_path: str | Path) -> bool:
+    """Whether the SQLite file has the same tables and columns (names and declared types, in any case) as the
+    registered ``database``: a dataset upload may then use the registered one instead of its own copy."""
+    limits = Limits(timeout_s=agent_settings.QUERY_TIMEOUT_S, max_rows=1)
+    try:
+        locations.check_sqlite_target(str(sqlite_path))
+        with connect(Database.Engine.SQLITE, str(sqlite_path), limits=limits) as incoming, \
+                open_connector(database, limits=limits) as registered:
+            return _shape(incoming.introspect(with_stats=False)) == _shape(registered.introspect(with_stats=False))
+    except SQLError:
+        return False
+
+
 def database_register(
     *, name: str, location: str, description: str = "", engine: str | None = None, is_demo: bool = False,
     column_descriptions: dict[str, str] | None = None, refresh: str = "async", must_be_new: bool = False,
