@@ -161,3 +161,11 @@ def test_login_page_signed_in_offers_to_sign_in_as_someone_else(client, people):
     assert 'name="username"' in text and 'name="password"' in text
     client.post("/accounts/login/", {"username": "second", "password": "pw-12345-x"})
     assert client.session[SESSION_KEY] == str(second.pk)
+
+
+def test_signing_out_lands_on_the_login_page_saying_so(client, people):
+    client.force_login(people("first", CURATOR))
+    page = client.post("/accounts/logout/", follow=True)
+    text = page.content.decode()
+    assert "first signed out. Sign in again, or as someone else." in text and 'id="login-form"' in text
+    assert SESSION_KEY not in client.session

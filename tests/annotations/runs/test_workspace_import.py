@@ -53,6 +53,8 @@ def test_an_import_into_a_workspace_is_seen_by_its_members_with_its_runs(client,
         assert policies.visible_runs(people[name]).filter(pk=run.pk).exists(), name
         client.force_login(people[name])
         assert client.get(f"/runs/{run.pk}/").status_code == 200
+    assert 'id="dataset-workspace">Team</a>' in client.get("/datasets/small/").content.decode()
+    assert 'id="database-workspace">Team</a>' in client.get("/databases/concert_singer/").content.decode()
     assert not policies.visible_datasets(people["out"]).filter(pk=dataset.pk).exists()
     client.force_login(people["out"])
     assert client.get(f"/runs/{run.pk}/").status_code == 404
