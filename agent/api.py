@@ -443,5 +443,5 @@ class WorkspaceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         incoming = WorkspaceMemberSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = {k: v for k, v in incoming.validated_data.items() if k != "role"}
-        service_call(workspace_services.workspace_member_remove, workspace=workspace, by=request.user, **data)
+        service_call(workspace_services.workspace_member_remove, workspace=workspace, **data)
         return Response(WorkspaceSerializer(workspace).data)

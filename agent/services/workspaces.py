@@ -38,10 +38,6 @@ def workspace_create(*, slug: str, name: str = "", description: str = "", user=N
     return workspace
 
 
-def _member_name(membership: WorkspaceMembership) -> dict[str, str]:
-    return {"user": membership.user.get_username()} if membership.user_id else {"group": membership.group.name}
-
-
 def workspace_member_add(*, workspace: Workspace, user: User | None = None, group: Group | None = None,
                          role: str = WorkspaceMembership.Role.MEMBER, by=None) -> WorkspaceMembership:
     """Add a user or a group (or change its role): one action shares every database of the workspace."""
@@ -57,25 +53,18 @@ def workspace_member_add(*, workspace: Workspace, user: User | None = None, grou
             _keep_an_admin(workspace, leaving=membership, new_role=role)
             membership.role = role
             membership.save(update_fields=["role"])
-        elif not created:
-            return membership
-        audit.record(action=audit.Action.GRANT, target_type="workspace", target=workspace.slug,
-                     target_id=workspace.pk, details={**_member_name(membership), "role": role}, actor=by)
-    return membership
+    return membership  # recorded in the audit log by its signal, as grants are
 
 
 def workspace_member_remove(*, workspace: Workspace, user: User | None = None, group: Group | None = None,
-                            by=None) -> None:
+                            ) -> None:
     key = {"user": user} if user is not None else {"group": group}
     with transaction.atomic():
         membership = WorkspaceMembership.objects.select_for_update().filter(workspace=workspace, **key).first()
         if membership is None:
             raise ValidationError("Not a member of this workspace.")
         _keep_an_admin(workspace, leaving=membership, new_role=None)
-        details = _member_name(membership)
         membership.delete()
-        audit.record(action=audit.Action.REVOKE, target_type="workspace", target=workspace.slug,
-                     target_id=workspace.pk, details=details, actor=by)
 
 
 def _keep_an_admin(workspace: Workspace, *, leaving: WorkspaceMembership, new_role: str | None) -> None:

@@ -83,7 +83,7 @@ def workspace_member_remove(request: HttpRequest, slug: str, member_id: int) -> 
         return redirect(workspace)
     holder = {"user": membership.user} if membership.user_id else {"group": membership.group}
     try:
-        workspace_services.workspace_member_remove(workspace=workspace, by=request.user, **holder)
+        workspace_services.workspace_member_remove(workspace=workspace, **holder)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:

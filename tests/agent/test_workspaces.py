@@ -143,6 +143,9 @@ def test_command_creates_a_workspace_adds_members_and_databases(make_sqlite, peo
     assert "user cur: admin" in out and "group labellers: member" in out and "databases (2): x0, x2" in out
     assert set(policies.visible_databases(cur).values_list("name", flat=True)) >= {"x0", "x2"}
     assert not policies.visible_databases(cur).filter(name="x1").exists()
+    moved = AuditEntry.objects.get(action="database.change", target="x0")
+    assert moved.details == {"workspace": ["default", "lab"]}
+    assert AuditEntry.objects.filter(action="access.grant", target_type="workspace", target="lab").count() == 2
     # On behalf of an account, its rules apply: a Curator admin may add members, not move databases.
     people("ann", ANNOTATOR)
     call_command("workspace", "lab", "--add", "ann", "--user", "cur")

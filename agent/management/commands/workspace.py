@@ -56,9 +56,9 @@ class Command(BaseCommand):
             name, role = _split(spec)
             services.workspace_member_add(workspace=workspace, group=_group(name), role=role, by=actor)
         for name in remove:
-            services.workspace_member_remove(workspace=workspace, user=_user(name), by=actor)
+            services.workspace_member_remove(workspace=workspace, user=_user(name))
         for name in remove_group:
-            services.workspace_member_remove(workspace=workspace, group=_group(name), by=actor)
+            services.workspace_member_remove(workspace=workspace, group=_group(name))
         if database and actor is not None and not policies.can_grant(actor):
             # Moving a database shares it with every member: the same right as granting it.
             raise PermissionDenied("Putting databases in a workspace needs the Data admin role.")
