@@ -87,6 +87,13 @@ class WorkspaceAdmin(admin.ModelAdmin):
     readonly_fields = ("created_by", "created_at")
 
 
+@admin.register(WorkspaceMembership)
+class WorkspaceMembershipAdmin(admin.ModelAdmin):
+    list_display = ("workspace", "user", "group", "role", "added_by", "created_at")
+    list_filter = ("workspace", "role")
+    readonly_fields = ("added_by", "created_at")
+
+
 @admin.register(Database)
 class DatabaseAdmin(admin.ModelAdmin):
     form = DatabaseAdminForm
