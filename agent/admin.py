@@ -15,6 +15,8 @@ from agent.models import (
     LLMEndpoint,
     Turn,
     UserBudget,
+    Workspace,
+    WorkspaceMembership,
 )
 
 
@@ -65,6 +67,31 @@ class DatabaseGrantAdmin(admin.ModelAdmin):
         if obj.granted_by_id is None:
             obj.granted_by = request.user
         super().save_model(request, obj, form, change)
+
+
+class WorkspaceMembershipInline(admin.TabularInline):
+    model = WorkspaceMembership
+    fk_name = "workspace"
+    extra = 0
+    fields = ("user", "group", "role", "added_by", "created_at")
+    readonly_fields = ("added_by", "created_at")
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    """Members are managed on the workspace's own page too; changes here are audited the same way."""
+
+    inlines = [WorkspaceMembershipInline]
+    list_display = ("slug", "name", "created_by", "created_at")
+    search_fields = ("slug", "name")
+    readonly_fields = ("created_by", "created_at")
+
+
+@admin.register(WorkspaceMembership)
+class WorkspaceMembershipAdmin(admin.ModelAdmin):
+    list_display = ("workspace", "user", "group", "role", "added_by", "created_at")
+    list_filter = ("workspace", "role")
+    readonly_fields = ("added_by", "created_at")
 
 
 @admin.register(Database)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.types import OpenApiTypes
@@ -17,9 +18,18 @@ from rest_framework.views import APIView
 
 from agent import policies, selectors, services
 from agent.api_permissions import PolicyPermission
-from agent.models import TURN_RECORD_FIELDS, AgentSession, Database, ImportJob, Turn
+from agent.models import (
+    TURN_RECORD_FIELDS,
+    AgentSession,
+    Database,
+    ImportJob,
+    Turn,
+    Workspace,
+    WorkspaceMembership,
+)
 from agent.services import few_shot, uploads
 from agent.services import sessions as session_services
+from agent.services import workspaces as workspace_services
 from agent.strategies import FewShot
 from agent.tools import registry
 
@@ -349,3 +359,89 @@ class ToolListView(APIView):
     @extend_schema(responses=ToolSerializer(many=True))
     def get(self, request: Request) -> Response:
         return Response([_tool_data(spec) for spec in registry.specs()])
+
+
+class WorkspaceMemberSerializer(serializers.Serializer):
+    user = serializers.CharField(required=False, help_text="An account's user name (or give group).")
+    group = serializers.CharField(required=False, help_text="A group's name (or give user).")
+    role = serializers.ChoiceField(choices=WorkspaceMembership.Role.choices, default=WorkspaceMembership.Role.MEMBER)
+
+    def validate(self, attrs):
+        if bool(attrs.get("user")) == bool(attrs.get("group")):
+            raise serializers.ValidationError("Give either user or group.")
+        if attrs.get("user"):
+            found = User.objects.filter(username=attrs["user"], is_active=True).first()
+            if found is None:
+                raise serializers.ValidationError({"user": ["No active account with this name."]})
+            return {"user": found, "role": attrs["role"]}
+        found = Group.objects.filter(name=attrs["group"]).first()
+        if found is None:
+            raise serializers.ValidationError({"group": ["No group with this name."]})
+        return {"group": found, "role": attrs["role"]}
+
+
+class WorkspaceSerializer(serializers.ModelSerializer):
+    members = serializers.SerializerMethodField()
+    databases = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workspace
+        fields = ["slug", "name", "description", "members", "databases", "created_at"]
+        read_only_fields = ["members", "databases", "created_at"]
+
+    def get_members(self, workspace) -> list[dict]:
+        return [{"user": m.user.username if m.user_id else None, "group": m.group.name if m.group_id else None,
+                 "role": m.role} for m in workspace.memberships.select_related("user", "group")]
+
+    def get_databases(self, workspace) -> list[str]:
+        return list(workspace.databases.values_list("name", flat=True))
+
+
+class WorkspaceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                       viewsets.GenericViewSet):
+    """Workspaces you belong to. ``members/`` adds (or re-roles) a user or group, ``members/remove/`` removes
+    one: the workspace's admins (and Data admins in it)."""
+
+    serializer_class = WorkspaceSerializer
+    permission_classes = [permissions.IsAuthenticated, PolicyPermission]
+    write_policies = {"create": policies.can_create_workspaces, "members": policies.can_view,
+                      "members_remove": policies.can_view}
+    lookup_field = "slug"
+    lookup_value_regex = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+
+    def get_queryset(self):
+        return policies.member_workspaces(self.request.user)
+
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        incoming = WorkspaceSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        workspace = service_call(workspace_services.workspace_create, user=request.user, **incoming.validated_data)
+        return Response(WorkspaceSerializer(workspace).data, status=status.HTTP_201_CREATED)
+
+    def _managed(self, slug: str) -> Workspace:
+        workspace = policies.access_workspace(self.request.user, slug)
+        try:
+            policies.check_can_manage_workspace(self.request.user, workspace)
+        except DjangoPermissionDenied as exc:
+            raise PermissionDenied(str(exc)) from None
+        return workspace
+
+    @extend_schema(request=WorkspaceMemberSerializer, responses={200: WorkspaceSerializer})
+    @action(detail=True, methods=["post"])
+    def members(self, request: Request, slug: str | None = None) -> Response:
+        workspace = self._managed(slug)
+        incoming = WorkspaceMemberSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        service_call(workspace_services.workspace_member_add, workspace=workspace, by=request.user,
+                     **incoming.validated_data)
+        return Response(WorkspaceSerializer(workspace).data)
+
+    @extend_schema(request=WorkspaceMemberSerializer, responses={200: WorkspaceSerializer})
+    @action(detail=True, methods=["post"], url_path="members/remove")
+    def members_remove(self, request: Request, slug: str | None = None) -> Response:
+        workspace = self._managed(slug)
+        incoming = WorkspaceMemberSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = {k: v for k, v in incoming.validated_data.items() if k != "role"}
+        service_call(workspace_services.workspace_member_remove, workspace=workspace, **data)
+        return Response(WorkspaceSerializer(workspace).data)

@@ -16,6 +16,15 @@ def _seed_roles(sender, app_config=None, using="default", apps=None, **kwargs) -
         ensure_roles()
 
 
+def _say_signed_out(sender, request=None, user=None, **kwargs) -> None:
+    """The login page a sign-out lands on says what happened (the cookie keeps the message past the session)."""
+    if request is not None and user is not None:
+        from django.contrib import messages
+
+        messages.info(request, f"{user.get_username()} signed out. Sign in again, or as someone else.",
+                      fail_silently=True)
+
+
 def _default_roles(sender, instance, created: bool, raw: bool = False, **kwargs) -> None:
     """A new account gets the roles the settings name (default: Viewer and Asker)."""
     if not created or raw:
@@ -42,7 +51,7 @@ class AgentConfig(AppConfig):
 
     def ready(self) -> None:
         from django.conf import settings
-        from django.contrib.auth.signals import user_logged_in, user_login_failed
+        from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
         from django.db.models.signals import pre_save
 
         from agent import tasks  # noqa: F401  registers the Celery tasks services enqueue by name
@@ -58,3 +67,4 @@ class AgentConfig(AppConfig):
         post_save.connect(_default_roles, sender=settings.AUTH_USER_MODEL, dispatch_uid="agent.default_roles")
         user_login_failed.connect(login_throttle.on_login_failed, dispatch_uid="agent.login_failed")
         user_logged_in.connect(login_throttle.on_logged_in, dispatch_uid="agent.logged_in")
+        user_logged_out.connect(_say_signed_out, dispatch_uid="agent.logged_out")

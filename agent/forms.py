@@ -6,7 +6,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from agent import policies
-from agent.models import AgentSession, AuditEntry, Database, name_validator
+from agent.models import AgentSession, AuditEntry, Database, WorkspaceMembership, name_validator
 from agent.services import few_shot
 from agent.strategies import STRATEGIES, FewShot
 from agent.tools import tool_names
@@ -166,3 +166,16 @@ class AuditFilterForm(forms.Form):
                 day = data[key] + datetime.timedelta(days=extra)
                 data[key] = datetime.datetime.combine(day, datetime.time(), tzinfo=datetime.UTC)
         return data
+
+
+class WorkspaceCreateForm(forms.Form):
+    slug = forms.CharField(label="Short name", max_length=100, validators=[name_validator],
+                           help_text="Letters, digits, '_', '.' or '-': used in URLs and commands.")
+    name = forms.CharField(label="Title", max_length=200, required=False)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class WorkspaceMemberForm(forms.Form):
+    kind = forms.ChoiceField(choices=[("user", "Account"), ("group", "Group")], initial="user")
+    name = forms.CharField(label="User name or group name", max_length=150)
+    role = forms.ChoiceField(choices=WorkspaceMembership.Role.choices, initial=WorkspaceMembership.Role.MEMBER)

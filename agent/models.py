@@ -61,6 +61,69 @@ def mask_dsn(dsn: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+class Workspace(models.Model):
+    """A team's shared space: its databases (and the datasets, runs, queues and exemplar sets on them) are
+    visible to every member, so sharing 19 databases with a team is one membership, not 19 grants.
+
+    Access to a database is its grants, or membership of its workspace (``agent.policies.visible_databases``).
+    What a member may *do* there stays their roles (groups); a membership's role says only whether they manage
+    the workspace's members. The ``default`` workspace holds databases registered without one; it has no
+    members unless someone adds them.
+    """
+
+    DEFAULT = "default"
+
+    slug = models.CharField(max_length=100, unique=True, validators=[name_validator])
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("workspace_detail", args=[self.slug])
+
+
+class WorkspaceMembership(models.Model):
+    """One user or one group in a workspace: members see everything in it; admins also manage its members."""
+
+    class Role(models.TextChoices):
+        MEMBER = "member", "Member"
+        ADMIN = "admin", "Admin (manages members)"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="workspace_memberships")
+    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="workspace_memberships")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+    added_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workspace", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(user__isnull=False, group__isnull=True)
+                           | models.Q(user__isnull=True, group__isnull=False)),
+                name="workspace_membership_user_xor_group"),
+            models.UniqueConstraint(fields=["workspace", "user"], condition=models.Q(user__isnull=False),
+                                    name="unique_workspace_member_user"),
+            models.UniqueConstraint(fields=["workspace", "group"], condition=models.Q(group__isnull=False),
+                                    name="unique_workspace_member_group"),
+            models.CheckConstraint(condition=models.Q(role__in=["member", "admin"]),
+                                   name="workspace_membership_role_known"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user or self.group} in {self.workspace} ({self.role})"
+
+
 class DatabaseQuerySet(models.QuerySet):
     def ready(self) -> DatabaseQuerySet:
         return self.filter(status=Database.Status.READY)
@@ -92,6 +155,9 @@ class Database(models.Model):
     location = models.TextField(help_text="Path of a SQLite file, or a PostgreSQL DSN.")
     description = models.TextField(blank=True)
     is_demo = models.BooleanField(default=False)
+    workspace = models.ForeignKey(
+        Workspace, null=True, blank=True, on_delete=models.PROTECT, related_name="databases",
+        help_text="Its members see it (and what is built on it) without a grant of their own.")
 
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     status_message = models.TextField(blank=True)

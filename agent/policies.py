@@ -16,7 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from agent.models import AgentSession, Database, DatabaseGrant, ImportJob
+from agent.models import AgentSession, Database, DatabaseGrant, ImportJob, Workspace, WorkspaceMembership
 
 NOT_FOUND = "No such database."
 
@@ -60,14 +60,63 @@ def check_can_view_audit(user) -> None:
         raise PermissionDenied("The audit log is for Data admins.")
 
 
+def _memberships(user) -> QuerySet[WorkspaceMembership]:
+    return WorkspaceMembership.objects.filter(Q(user=user) | Q(group__in=user.groups.all()))
+
+
+def member_workspaces(user) -> QuerySet[Workspace]:
+    """The workspaces this user belongs to (directly or through a group); every workspace for superusers."""
+    if not can_view(user):
+        return Workspace.objects.none()
+    if user.is_superuser:
+        return Workspace.objects.all()
+    return Workspace.objects.filter(pk__in=_memberships(user).values("workspace_id"))
+
+
 def visible_databases(user) -> QuerySet[Database]:
-    """The databases this user was granted (directly or through a group), plus the demo database."""
+    """The one place that decides who sees a database: granted (directly or through a group), in a workspace the
+    user belongs to, or the demo database. Everything built on databases (sessions, datasets, runs, labels,
+    queues, exemplars) follows from this."""
     if not can_view(user):
         return Database.objects.none()
     if user.is_superuser:
         return Database.objects.all()
     granted = DatabaseGrant.objects.filter(Q(user=user) | Q(group__in=user.groups.all())).values("database_id")
-    return Database.objects.filter(Q(is_demo=True) | Q(pk__in=granted))
+    return Database.objects.filter(Q(is_demo=True) | Q(pk__in=granted)
+                                   | Q(workspace__in=_memberships(user).values("workspace_id")))
+
+
+def access_workspace(user, slug: str) -> Workspace:
+    """A workspace this user belongs to; any other looks missing (404)."""
+    workspace = member_workspaces(user).filter(slug=slug).first()
+    if workspace is None:
+        raise Http404("No such workspace.")
+    return workspace
+
+
+def can_create_workspaces(user) -> bool:
+    """Creating a workspace is creating a sharing boundary: Data admins (who grant databases)."""
+    return can_grant(user)
+
+
+def check_can_create_workspace(user) -> None:
+    if not can_create_workspaces(user):
+        raise PermissionDenied("Creating workspaces needs the Data admin role.")
+
+
+def can_manage_workspace(user, workspace: Workspace) -> bool:
+    """Add and remove members: the workspace's admins, and Data admins who belong to it (superusers too)."""
+    if not member_workspaces(user).filter(pk=workspace.pk).exists():
+        return False
+    return user.is_superuser or can_grant(user) or _memberships(user).filter(
+        workspace=workspace, role=WorkspaceMembership.Role.ADMIN).exists()
+
+
+def check_can_manage_workspace(user, workspace: Workspace) -> None:
+    if not member_workspaces(user).filter(pk=workspace.pk).exists():
+        raise Http404("No such workspace.")
+    if not can_manage_workspace(user, workspace):
+        raise PermissionDenied("Only the workspace's admins (or a Data admin in it) manage its members.")
 
 
 def hidden_databases(user) -> QuerySet[Database]:

@@ -200,3 +200,26 @@ def audit_list(*, action: str | None = None, actor: str | None = None, target: s
     if until:
         qs = qs.filter(created_at__lt=until)
     return qs
+
+
+def workspace_list(*, user):
+    """The workspaces this user belongs to, with how many databases and members each has."""
+    from django.db.models import Count
+
+    from agent import policies
+
+    return policies.member_workspaces(user).annotate(
+        database_count=Count("databases", distinct=True), member_count=Count("memberships", distinct=True))
+
+
+def workspace_overview(*, workspace, user) -> dict:
+    """A workspace's members (each with its roles, which say what it may do there) and databases."""
+    from agent.roles import ROLES
+
+    members = []
+    for m in workspace.memberships.select_related("user", "group").prefetch_related("user__groups"):
+        roles = ([g.name for g in m.user.groups.all() if g.name in ROLES] if m.user_id
+                 else [m.group.name] if m.group.name in ROLES else [])
+        members.append({"membership": m, "name": m.user.get_username() if m.user_id else m.group.name,
+                        "kind": "account" if m.user_id else "group", "roles": roles})
+    return {"members": members, "databases": workspace.databases.order_by("name")}

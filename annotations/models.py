@@ -48,6 +48,9 @@ class Exemplar(models.Model):
     tags = models.JSONField(default=list, blank=True, help_text='Short labels, e.g. ["empty result", "3 joins"].')
     source = models.CharField(max_length=300, blank=True,
                               help_text="Where it came from: 'session #12', 'import: spider/academic/6tables.txt'.")
+    content_hash = models.CharField(
+        max_length=64, blank=True, db_index=True, editable=False,
+        help_text="Of its content when imported: importing the same exemplar again reuses this row.")
 
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="exemplars")

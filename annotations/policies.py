@@ -11,14 +11,14 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 
 from agent import policies as agent_policies
 from annotations.experiments.models import Candidate, Experiment, Suite, SuiteVersion
 from annotations.labels.models import Label, LabelReveal, Queue
 from annotations.models import Exemplar, ExemplarSet
-from annotations.runs.models import Dataset, Run, RunItem
+from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
 
 
 def _active(user) -> bool:
@@ -101,11 +101,17 @@ def _hidden_db_ids(user):
 
 
 def visible_datasets(user) -> QuerySet[Dataset]:
+    """Datasets none of whose databases is hidden from the user, and which the user has a reason to see: one of
+    its databases is visible, it was imported into a workspace the user belongs to, or the user uploaded it. A
+    dataset with no usable database (its gold SQL included) is not shown to everyone."""
     if not agent_policies.can_view(user):
         return Dataset.objects.none()
     if user.is_superuser:
         return Dataset.objects.all()
-    return Dataset.objects.exclude(questions__database__in=_hidden_db_ids(user))
+    reachable = DatasetQuestion.objects.filter(
+        dataset=OuterRef("pk"), database__in=agent_policies.visible_databases(user).values("pk"))
+    return Dataset.objects.exclude(questions__database__in=_hidden_db_ids(user)).filter(
+        Q(workspace__in=agent_policies.member_workspaces(user).values("pk")) | Q(created_by=user) | Exists(reachable))
 
 
 def visible_runs(user) -> QuerySet[Run]:

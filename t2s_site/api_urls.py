@@ -3,7 +3,14 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from agent.api import AccountView, DatabaseViewSet, ImportJobViewSet, SessionViewSet, ToolListView
+from agent.api import (
+    AccountView,
+    DatabaseViewSet,
+    ImportJobViewSet,
+    SessionViewSet,
+    ToolListView,
+    WorkspaceViewSet,
+)
 from agent.auth import ThrottledObtainAuthToken
 from annotations.exemplars.api import ExemplarSetVersionViewSet, ExemplarSetViewSet, ExemplarViewSet
 from annotations.experiments.api import (
@@ -18,6 +25,7 @@ from annotations.runs.api import DatasetViewSet, RunViewSet
 
 router = DefaultRouter()
 router.register("databases", DatabaseViewSet, basename="database")
+router.register("workspaces", WorkspaceViewSet, basename="workspace")
 router.register("sessions", SessionViewSet, basename="session")
 router.register("imports", ImportJobViewSet, basename="import")
 router.register("exemplars", ExemplarViewSet, basename="exemplar")

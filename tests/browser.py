@@ -43,5 +43,5 @@ def log_in(page, live_server, username: str, password: str) -> None:
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
+    page.click("#login-form button[type=submit]")  # not the nav's "Log out" button of a signed-in browser
     page.wait_for_url(lambda url: "/accounts/login/" not in url)

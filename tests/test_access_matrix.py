@@ -82,6 +82,19 @@ EXPECTATIONS: dict[str, Rule] = {
     "import_job": Rule({"GET": only(OPERATOR)}, kwargs=lambda w: {"pk": w.import_job.pk}, scoped=True),  # its uploader
     "database_detail": Rule({"GET": ALL}, kwargs=lambda w: {"name": w.database.name}, scoped=True),
     "database_refresh": Rule({"POST": only(DATA_ADMIN)}, kwargs=lambda w: {"name": w.database.name}, scoped=True),
+    # workspaces: members see them; Data admins in them (and the workspace's admins) manage members
+    "workspace_list": Rule({"GET": ALL, "POST": only(DATA_ADMIN)}, data=lambda w: {"slug": "new-ws"}),
+    "workspace_detail": Rule({"GET": ALL}, kwargs=lambda w: {"slug": w.workspace.slug}, scoped=True),
+    "workspace_member_add": Rule({"POST": only(DATA_ADMIN)}, kwargs=lambda w: {"slug": w.workspace.slug},
+                                 scoped=True, data=lambda w: {"kind": "user", "name": "u-viewer", "role": "member"}),
+    "workspace_member_remove": Rule({"POST": only(DATA_ADMIN)}, scoped=True, kwargs=lambda w: {
+        "slug": w.workspace.slug, "member_id": w.workspace.memberships.get().pk}),
+    "workspace-list": Rule({"GET": ALL, "POST": only(DATA_ADMIN)}, api=True, data=lambda w: {"slug": "new-ws"}),
+    "workspace-detail": Rule({"GET": ALL}, kwargs=lambda w: {"slug": w.workspace.slug}, scoped=True, api=True),
+    "workspace-members": Rule({"POST": only(DATA_ADMIN)}, kwargs=lambda w: {"slug": w.workspace.slug}, scoped=True,
+                              api=True, data=lambda w: {"user": "u-viewer"}),
+    "workspace-members-remove": Rule({"POST": only(DATA_ADMIN)}, kwargs=lambda w: {"slug": w.workspace.slug},
+                                     scoped=True, api=True, data=lambda w: {"group": "team"}),
     "table_rows": Rule({"GET": ALL}, kwargs=lambda w: {"name": w.database.name, "table": "singer"}, scoped=True),
     # agent API
     "database-list": Rule({"GET": ALL, "POST": only(DATA_ADMIN)}, api=True),
@@ -333,6 +346,7 @@ class World:
     candidate: Any = None
     candidate_item: Any = None
     experiment: Any = None
+    workspace: Any = None
     users: dict[str, User] = field(default_factory=dict)
 
 
@@ -358,6 +372,10 @@ def world(db, make_sqlite, django_user_model) -> World:
                                                   refresh="sync")
     team = Group.objects.create(name="team")
     DatabaseGrant.objects.create(database=w.database, group=team)
+    from agent.models import Workspace, WorkspaceMembership
+
+    w.workspace = Workspace.objects.create(slug="team-ws", name="Team")
+    WorkspaceMembership.objects.create(workspace=w.workspace, group=team)
     for role in ROLES:
         user = django_user_model.objects.create_user(f"u-{role.replace(' ', '-').lower()}", password="pw-12345-x")
         user.groups.set([Group.objects.get(name=role), team])

@@ -19,7 +19,15 @@ from typing import Any
 from django.contrib.auth.models import Group, Permission, User
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
 
-from agent.models import AuditEntry, Database, DatabaseGrant, LLMEndpoint, UserBudget, mask_dsn
+from agent.models import (
+    AuditEntry,
+    Database,
+    DatabaseGrant,
+    LLMEndpoint,
+    UserBudget,
+    WorkspaceMembership,
+    mask_dsn,
+)
 from agent.textclean import clean_text
 
 Action = AuditEntry.Action
@@ -28,7 +36,7 @@ Action = AuditEntry.Action
 _context: contextvars.ContextVar[tuple[Any, str] | None] = contextvars.ContextVar("t2s_audit_actor", default=None)
 
 DATABASE_FIELDS = ("name", "engine", "location", "description", "is_demo", "column_descriptions",
-                   "foreign_key_patches", "column_backend")
+                   "foreign_key_patches", "column_backend", "workspace_id")
 ACCOUNT_FLAGS = ("is_staff", "is_superuser", "is_active")
 _SECRET_FIELDS = {"location"}
 _IGNORED_ENDPOINT_FIELDS = {"id", "created_at", "updated_at"}
@@ -205,6 +213,25 @@ def _grant_deleted(sender, instance: DatabaseGrant, **kwargs) -> None:
            target_id=instance.database_id, details=_grant_details(instance))
 
 
+def _workspace_member_details(membership: WorkspaceMembership) -> dict[str, Any]:
+    return {**_grant_details(membership), "role": membership.role}  # the same user-or-group pair as a grant
+
+
+def _workspace_member_saved(sender, instance: WorkspaceMembership, raw: bool = False, **kwargs) -> None:
+    """A membership shares every database of its workspace: recorded like a grant (added, or its role changed)."""
+    if not raw:
+        record(action=Action.GRANT, target_type="workspace", target=instance.workspace.slug,
+               target_id=instance.workspace_id, details=_workspace_member_details(instance))
+
+
+def _workspace_member_deleted(sender, instance: WorkspaceMembership, **kwargs) -> None:
+    from agent.models import Workspace
+
+    slug = Workspace.objects.filter(pk=instance.workspace_id).values_list("slug", flat=True).first()
+    record(action=Action.REVOKE, target_type="workspace", target=slug or f"workspace #{instance.workspace_id}",
+           target_id=instance.workspace_id, details=_workspace_member_details(instance))
+
+
 def _budget_saved(sender, instance: UserBudget, raw: bool = False, **kwargs) -> None:
     if not raw:
         record(action=Action.BUDGET_CHANGE, target_type="user", target=instance.user.get_username(),
@@ -277,6 +304,8 @@ def connect() -> None:
     post_delete.connect(_endpoint_deleted, sender=LLMEndpoint, dispatch_uid=uid + "ep-del")
     post_save.connect(_grant_saved, sender=DatabaseGrant, dispatch_uid=uid + "grant")
     post_delete.connect(_grant_deleted, sender=DatabaseGrant, dispatch_uid=uid + "revoke")
+    post_save.connect(_workspace_member_saved, sender=WorkspaceMembership, dispatch_uid=uid + "ws-member")
+    post_delete.connect(_workspace_member_deleted, sender=WorkspaceMembership, dispatch_uid=uid + "ws-member-del")
     post_save.connect(_budget_saved, sender=UserBudget, dispatch_uid=uid + "budget")
     pre_save.connect(_user_pre_save, sender=User, dispatch_uid=uid + "user-pre")
     post_save.connect(_user_saved, sender=User, dispatch_uid=uid + "user")

@@ -22,6 +22,7 @@ from agent.tools import BackendUnavailable, ToolBox, build_indexes, is_stale, re
 
 from . import audit, locations
 from .jobs import enqueue_on_commit
+from .workspaces import default_workspace
 
 logger = logging.getLogger(__name__)
 
@@ -100,11 +101,28 @@ def open_connector(database: Database, *, limits: Limits | None = None,
     return connect(database.engine, dsn, limits=limits, refuse=locations.app_pg_identities())
 
 
+def _shape(schema) -> set[tuple[str, str, str]]:
+    return {(c.table.lower(), c.name.lower(), (c.type or "").lower()) for t in schema.tables for c in t.columns}
+
+
+def schema_matches(*, database: Database, sqlite_path: str | Path) -> bool:
+    """Whether the SQLite file has the same tables and columns (names and declared types, in any case) as the
+    registered ``database``: a dataset upload may then use the registered one instead of its own copy."""
+    limits = Limits(timeout_s=agent_settings.QUERY_TIMEOUT_S, max_rows=1)
+    try:
+        locations.check_sqlite_target(str(sqlite_path))
+        with connect(Database.Engine.SQLITE, str(sqlite_path), limits=limits) as incoming, \
+                open_connector(database, limits=limits) as registered:
+            return _shape(incoming.introspect(with_stats=False)) == _shape(registered.introspect(with_stats=False))
+    except SQLError:
+        return False
+
+
 def database_register(
     *, name: str, location: str, description: str = "", engine: str | None = None, is_demo: bool = False,
     column_descriptions: dict[str, str] | None = None, refresh: str = "async", must_be_new: bool = False,
     user=None,
-    foreign_key_patches: list[dict] | None = None,
+    foreign_key_patches: list[dict] | None = None, workspace=None,
 ) -> Database:
     """Register (or re-point) a target database and schedule its introspection.
 
@@ -115,6 +133,9 @@ def database_register(
     ``user``: the account registering through the web, the API or the admin. Their SQLite files must come from a
     data directory (``agent/services/locations.py``); without one (a server-side command) any readable file but
     the app's own data may be named.
+
+    ``workspace``: where a new database goes (its members see it); without one, the default workspace. A
+    database already registered stays in its workspace.
     """
     existing = Database.objects.filter(name=name).first()
     if existing is not None and must_be_new:
@@ -134,6 +155,8 @@ def database_register(
     if description or database.pk is None:
         database.description = description
     database.is_demo = is_demo or database.is_demo
+    if database.workspace_id is None:
+        database.workspace = workspace or default_workspace()
     if changed:
         database.status = Database.Status.PENDING
         database.status_message = ""

@@ -19,20 +19,24 @@ exemplars to. Everything is imported in one transaction or nothing is.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 
+from agent import policies as agent_policies
 from agent.hygiene import clean_instance
 from agent.jsonstream import JSONStream, JSONValueTooLong, iter_array, iter_members
 from agent.models import Database
 from agent.strategies.parsing import ActionParseError, parse_action
 from agent.textclean import JSONTooDeep, json_loads
+from annotations import policies
 from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
 
 from . import paper_sets, selectors, services
@@ -289,6 +293,44 @@ class ImportResult:
     exemplar_count: int
     warnings: list[str]
     skipped: list[str]
+    report: list[str] = field(default_factory=list)  # what was mapped and reused, said to whoever imported
+    reused: int = 0
+
+
+def exemplar_content_hash(*, database: str, question: str, evidence: str, final_sql: str,
+                          steps: Sequence[tuple[str, str]]) -> str:
+    """What makes two exemplars the same: their database's name, question, evidence, steps (thought and action;
+    observations are re-run here) and final SQL, whitespace at the ends ignored."""
+    payload = [database or "", question.strip(), (evidence or "").strip(), (final_sql or "").strip(),
+               [[(t or "").strip(), (a or "").strip()] for t, a in steps]]
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode()).hexdigest()
+
+
+def _hash_of(exemplar: Exemplar) -> str:
+    return exemplar_content_hash(
+        database=exemplar.database.name if exemplar.database_id else exemplar.source_database,
+        question=exemplar.question, evidence=exemplar.evidence, final_sql=exemplar.final_sql,
+        steps=[(st.thought, st.action) for st in exemplar.steps.order_by("position")])
+
+
+def _same_exemplar(*, user, digest: str, database: Database | None, source_database: str,
+                   question: str) -> Exemplar | None:
+    """An approved exemplar the importer may see with exactly this content and the same database link (its
+    content checked again now: one edited since it was imported does not count)."""
+    pool = policies.visible_exemplars(user) if user is not None else Exemplar.objects.all()
+    pool = pool.approved().filter(Q(content_hash=digest) | Q(question=question))
+    pool = pool.filter(database=database) if database is not None else pool.filter(
+        database__isnull=True, source_database=source_database)
+    for candidate in pool.select_related("database").order_by("pk")[:20]:
+        if _hash_of(candidate) == digest:
+            return candidate
+    return None
+
+
+def _databases_by_name(names: set[str], *, user) -> dict[str, Database]:
+    """Registered databases named as the file's exemplars say, among those the importer sees."""
+    pool = agent_policies.visible_databases(user) if user is not None else Database.objects.all()
+    return {db.name: db for db in pool.filter(name__in=names)}
 
 
 def _linked_databases(names: list[str] | None) -> dict[str, Database]:
@@ -504,19 +546,47 @@ def import_json(path: Path, *, user=None, name: str | None = None, databases: li
         shown = [p for p in problems if p]
         more = len(problems) - len(shown)
         raise ImportProblem(shown + ([f"{path}: and {more} more problems."] if more else []))
-    linked = _linked_databases(databases)
+    named: set[str] = set()
+    _walk_export(path, lambda n, item: named.add(str(item.get("database") or "")))
+    # Mapped by name to the registered databases the importer sees; --database names them explicitly.
+    linked = {**_databases_by_name(named - {""}, user=user), **_linked_databases(databases)}
     set_info, version_info = header["set"], header["version"]
     rows: list[Exemplar] = []
+    mapped: dict[str, int] = {}
+    unmatched: dict[str, int] = {}
+    reused = 0
 
     def create(n: int, item: Any) -> None:
-        db_name = item.get("database") or ""
-        rows.append(_create_exemplar(
-            user=user, database=linked.get(db_name), source_database=db_name,
-            schema_text=item.get("schema_text") or "", question=item["question"],
-            evidence=item.get("evidence") or "",
-            steps=[(s.get("thought") or "", s["action"], s.get("observation")) for s in item["steps"]],
+        nonlocal reused
+        db_name = str(item.get("database") or "")
+        database = linked.get(db_name)
+        counts = mapped if database is not None else unmatched
+        counts[db_name or "no database"] = counts.get(db_name or "no database", 0) + 1
+        steps = [(s.get("thought") or "", s["action"], s.get("observation")) for s in item["steps"]]
+        digest = exemplar_content_hash(database=db_name, question=item["question"],
+                                       evidence=item.get("evidence") or "", final_sql=item.get("final_sql") or "",
+                                       steps=[(t, a) for t, a, _ in steps])
+        same = _same_exemplar(user=user, digest=digest, database=database, source_database=db_name,
+                              question=item["question"])
+        if same is not None or any(r.content_hash == digest for r in rows):
+            reused += 1
+            same = same or next(r for r in rows if r.content_hash == digest)
+            if all(r.pk != same.pk for r in rows):
+                rows.append(same)
+            return
+        schema_text = item.get("schema_text") or ""
+        if database is not None and schema_text.strip() == selectors.exemplar_schema_text(
+                Exemplar(database=database)).strip():
+            schema_text = ""  # the registered database's own schema: rendered from it, kept current
+        exemplar = _create_exemplar(
+            user=user, database=database, source_database=db_name,
+            schema_text=schema_text, question=item["question"],
+            evidence=item.get("evidence") or "", steps=steps,
             final_sql=item.get("final_sql") or "", notes=item.get("notes") or "",
-            tags=services.parse_tags(item.get("tags") or []), source=f"import: {path.name} exemplars[{n}]"))
+            tags=services.parse_tags(item.get("tags") or []), source=f"import: {path.name} exemplars[{n}]")
+        Exemplar.objects.filter(pk=exemplar.pk).update(content_hash=digest)
+        exemplar.content_hash = digest
+        rows.append(exemplar)
 
     with transaction.atomic():
         exemplar_set = _new_set(name or str(set_info.get("name") or path.stem), user=user,
@@ -528,7 +598,16 @@ def import_json(path: Path, *, user=None, name: str | None = None, databases: li
             tool_description_no_findpath=str(version_info.get("tool_description_no_findpath") or ""),
             note=str(version_info.get("note") or ""),
             source=f"import: {path.name} ({set_info.get('name')} v{version_info.get('number')})")
-    return ImportResult([version], count, [], [])
+    report = []
+    if mapped:
+        report.append("Mapped to registered databases: "
+                      + ", ".join(f"{k} ({v})" for k, v in sorted(mapped.items())) + ".")
+    if reused:
+        report.append(f"{reused} exemplar{'s' if reused != 1 else ''} already here with the same content "
+                      "reused, not duplicated.")
+    warnings = [f"No registered database matched {k} ({v} exemplar{'s' if v != 1 else ''}): "
+                "their tools cannot run here." for k, v in sorted(unmatched.items())]
+    return ImportResult([version], count, warnings, [], report, reused)
 
 
 # --- the paper's sets -----------------------------------------------------------------------------

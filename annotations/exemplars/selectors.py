@@ -208,3 +208,17 @@ def version_from_spec(spec: str) -> ExemplarSetVersion | None:
             return None
         versions = versions.filter(number=int(digits))
     return versions.first()
+
+
+def version_unrunnable(version: ExemplarSetVersion, *, user) -> list[dict[str, Any]]:
+    """The version's exemplars whose tools cannot run here (for this user): no registered database, or one the
+    user does not see. Each with its position, exemplar id and database name."""
+    from agent import policies as agent_policies
+
+    ids = [item.get("exemplar_id") for item in version.exemplars]
+    linked = dict(Exemplar.objects.filter(pk__in=[i for i in ids if i]).values_list("pk", "database_id"))
+    visible = set(agent_policies.visible_databases(user).filter(pk__in=[d for d in linked.values() if d])
+                  .values_list("pk", flat=True))
+    return [{"position": n, "exemplar_id": item.get("exemplar_id"), "database": item.get("database") or "no database"}
+            for n, item in enumerate(version.exemplars, start=1)
+            if linked.get(item.get("exemplar_id")) not in visible]

@@ -293,6 +293,8 @@ def set_upload(request: HttpRequest) -> HttpResponse:
             for version in result.versions:
                 messages.success(request, f"Imported set {version.exemplar_set.name} v{version.number}: "
                                           f"{version.exemplar_count} exemplars.")
+            for line in result.report:
+                messages.info(request, line)
             for warning in result.warnings[:20]:
                 messages.warning(request, warning)
             return redirect(result.versions[0].exemplar_set if len(result.versions) == 1 else "exemplars:set_list")
@@ -324,6 +326,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     candidates = list(policies.visible_exemplars(request.user).approved().select_related("database"))
     in_latest_not_approved = [i for i in order if i not in {c.pk for c in candidates}]
     candidates.sort(key=lambda e: (order.get(e.pk, 10**6), e.pk))
+    unrunnable = selectors.version_unrunnable(latest, user=request.user) if latest else []
     experiments = [experiment_selectors.experiment_summary(e, request.user)
                    for e in experiment_selectors.set_experiments(exemplar_set,
                                                                  policies.visible_experiments(request.user))[:10]]
@@ -333,6 +336,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         "tool_description": latest.tool_description if latest else "",
         "drafts": policies.visible_candidates(request.user).filter(exemplar_set=exemplar_set).order_by("-number")[:20],
         "experiments": experiments, "regressed": next((r for r in experiments if r["verdict"].regressed), None),
+        "unrunnable": unrunnable,
         "can_edit_candidates": policies.can_edit_candidates(request.user)})
 
 

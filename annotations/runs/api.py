@@ -15,6 +15,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent import policies as agent_policies
 from agent.api import ImportJobSerializer, ListCursorPagination, field_errors
 from agent.api_permissions import PolicyPermission
 from agent.strategies import STRATEGIES
@@ -57,6 +58,8 @@ class DatasetUploadSerializer(serializers.Serializer):
     questions = serializers.FileField(required=False, help_text="Or Spider/BIRD JSON, JSONL or CSV questions...")
     databases = serializers.ListField(child=serializers.FileField(), required=False, default=list,
                                       help_text="... with one <db_id>.sqlite file per database.")
+    workspace = serializers.CharField(required=False, allow_blank=True, default="",
+                                      help_text="A workspace you belong to (its slug): its members see the dataset.")
 
 
 class PredictionUploadSerializer(serializers.Serializer):
@@ -123,6 +126,15 @@ class RunSerializer(serializers.ModelSerializer):
         return services.run_awaits_missing_choice(run)
 
 
+def _workspace(user, slug: str):
+    if not slug:
+        return None
+    workspace = agent_policies.member_workspaces(user).filter(slug=slug).first()
+    if workspace is None:
+        raise serializers.ValidationError({"workspace": ["No such workspace among yours."]})
+    return workspace
+
+
 class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Datasets. Upload one (multipart) to import it on a worker: the answer is the import job to follow."""
 
@@ -144,7 +156,8 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         try:
             job = uploads.dataset_upload_start(
                 kind=data["kind"], name=data["name"], user=request.user, archive=_uploaded(data.get("archive")),
-                questions=_uploaded(data.get("questions")), database_files=[_uploaded(f) for f in data["databases"]])
+                questions=_uploaded(data.get("questions")), database_files=[_uploaded(f) for f in data["databases"]],
+                workspace=_workspace(request.user, data["workspace"]))
         except DjangoValidationError as exc:
             raise field_errors(exc) from None
         return Response(ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

@@ -2,7 +2,9 @@ import io
 
 from django import forms
 
+from agent import policies as agent_policies
 from agent.forms import MultipleFileField, strategy_choices, tool_choices
+from agent.models import Workspace
 from annotations.exemplars.selectors import published_versions
 from annotations.runs.models import Dataset, Run
 from annotations.runs.pools import POOL_HELP
@@ -23,6 +25,16 @@ class DatasetUploadForm(forms.Form):
         help_text="Spider or BIRD dev.json, or JSONL/CSV with question, SQL and database per record.")
     databases = MultipleFileField(required=False, label="with its database files",
                                   help_text="One SQLite file per database, named <db_id>.sqlite.")
+    workspace = forms.ModelChoiceField(
+        queryset=Workspace.objects.none(), required=False, to_field_name="slug", empty_label="none (only you)",
+        help_text="Its members see the dataset, its databases and its runs at once. A database already registered "
+                  "under a db_id (and visible to you) is used as it is when the upload's copy has the same tables, "
+                  "or when the upload has no file for it.")
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if user is not None:
+            self.fields["workspace"].queryset = agent_policies.member_workspaces(user)
 
     def clean(self):
         data = super().clean()

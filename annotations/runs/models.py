@@ -40,6 +40,12 @@ class Dataset(models.Model):
                                          "(see annotations.runs.patches).")
     question_count = models.PositiveIntegerField(default=0)
     executable_count = models.PositiveIntegerField(default=0, help_text="Questions whose database file exists.")
+    workspace = models.ForeignKey(
+        "agent.Workspace", null=True, blank=True, on_delete=models.PROTECT, related_name="datasets",
+        help_text="Imported into this workspace: its members see it (and its runs and queues) once they see its "
+                  "databases.")
+    created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                   help_text="Who uploaded it (through the web or the API).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

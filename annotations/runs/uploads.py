@@ -20,8 +20,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from agent import policies as agent_policies
 from agent.conf import agent_settings
-from agent.models import Database, DatabaseGrant, ImportJob, name_validator
+from agent.models import Database, DatabaseGrant, ImportJob, Workspace, name_validator
 from agent.services import leases, uploads
 from agent.services.jobs import enqueue_on_commit
 from annotations.runs.models import Dataset
@@ -53,13 +54,17 @@ def check_dataset_name(name: str) -> None:
 
 def dataset_upload_start(*, kind: str, name: str, user, archive: UploadedFile | None = None,
                          questions: UploadedFile | None = None,
-                         database_files: Sequence[UploadedFile] = ()) -> ImportJob:
+                         database_files: Sequence[UploadedFile] = (), workspace: Workspace | None = None,
+                         ) -> ImportJob:
     """Store the uploaded files and queue their import; returns the job the progress page follows.
 
     Either ``archive`` (a zip holding e.g. ``dev.json`` and ``database/<db_id>/<db_id>.sqlite``) or ``questions``
-    plus ``database_files`` (each named ``<db_id>.sqlite``)."""
+    plus ``database_files`` (each named ``<db_id>.sqlite``). ``workspace``: one the uploader belongs to; the
+    dataset and its new databases go there, so its members see them (and its runs) at once."""
     if kind not in Dataset.Kind.values:
         raise ValidationError({"kind": [f"Choose one of {', '.join(Dataset.Kind.values)}."]})
+    if workspace is not None and not agent_policies.member_workspaces(user).filter(pk=workspace.pk).exists():
+        raise ValidationError({"workspace": ["You are not in this workspace."]})
     check_dataset_name(name)
     if (archive is None) == (questions is None):
         raise ValidationError("Upload either a zip archive, or a questions file (with its database files).")
@@ -98,7 +103,8 @@ def dataset_upload_start(*, kind: str, name: str, user, archive: UploadedFile | 
                                      what=f"database file {f.name}")
         with transaction.atomic():
             job = uploads.job_create(kind=ImportJob.Kind.DATASET, name=name, staging=incoming, user=user,
-                                     params={"kind": kind, "archive": archive is not None})
+                                     params={"kind": kind, "archive": archive is not None,
+                                             "workspace": workspace.pk if workspace is not None else None})
             enqueue_on_commit(TASK, job.pk)
     except BaseException:
         shutil.rmtree(incoming, ignore_errors=True)
@@ -179,8 +185,10 @@ def dataset_upload_run(*, job: ImportJob) -> None:
             raise ValidationError(["Nothing was imported; these database files are not usable:", *problems])
         check_dataset_name(job.name)
         reporter.begin("registering databases and importing questions")
+        workspace = Workspace.objects.filter(pk=job.params.get("workspace")).first() \
+            if job.params.get("workspace") else None
         dataset = dataset_import(kind=kind, path=root, name=job.name, user=job.created_by, build_indexes=False,
-                                 progress=reporter, repoint=False)
+                                 progress=reporter, repoint=False, workspace=workspace)
         if job.created_by is not None and not job.created_by.is_superuser:
             # The uploader sees what they uploaded (a dataset is visible when all its databases are).
             for database in Database.objects.filter(pk__in=dataset.questions.exclude(database=None)
@@ -188,7 +196,8 @@ def dataset_upload_run(*, job: ImportJob) -> None:
                 DatabaseGrant.objects.get_or_create(database=database, user=job.created_by,
                                                     defaults={"granted_by": job.created_by})
         uploads.job_finish(job=job, result_url=dataset.get_absolute_url(),
-                           stage=f"imported {dataset.question_count} questions")
+                           stage=f"imported {dataset.question_count} questions, {dataset.executable_count} "
+                                 "executable here")
     except ValidationError as exc:
         _undo(folder, existing_dbs)
         # Paths inside the upload, not on the server.

@@ -25,19 +25,19 @@ from annotations.runs.models import Run
 def dataset_list(request: HttpRequest) -> HttpResponse:
     """The datasets, and (Operators) a dataset upload, imported on a worker with a progress page."""
     refusal = None
-    form = DatasetUploadForm()
+    form = DatasetUploadForm(user=request.user)
     if request.method == "POST":
         policies.check_can_import_dataset(request.user)
         refusal = request_too_large(request, agent_settings.UPLOAD_MAX_DATASET_BYTES, "upload")
         if not refusal:
-            form = DatasetUploadForm(request.POST, request.FILES)
+            form = DatasetUploadForm(request.POST, request.FILES, user=request.user)
             if form.is_valid():
                 data = form.cleaned_data
                 try:
                     job = uploads.dataset_upload_start(
                         kind=data["kind"], name=data["name"], user=request.user,
                         archive=_uploaded(data["archive"]), questions=_uploaded(data["questions"]),
-                        database_files=[_uploaded(f) for f in data["databases"]])
+                        database_files=[_uploaded(f) for f in data["databases"]], workspace=data["workspace"])
                 except ValidationError as exc:
                     add_service_errors(form, exc)
                 else:

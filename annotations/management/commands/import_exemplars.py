@@ -47,6 +47,8 @@ class Command(BaseCommand):
                                                 tool_desc=opts["tool_desc"])
         except ImportProblem as exc:
             raise CommandError("Nothing was imported:\n" + "\n".join(exc.problems)) from None
+        for line in result.report:
+            self.stdout.write(line)
         for warning in result.warnings:
             self.stderr.write(f"warning: {warning}")
         for skipped in result.skipped:

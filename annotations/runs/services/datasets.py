@@ -15,6 +15,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
+from agent import policies as agent_policies
 from agent import services as agent_services
 from agent.hygiene import clean_instance
 from agent.models import Database
@@ -106,7 +107,7 @@ IMPORT_BATCH = 2000
 
 def dataset_import(*, kind: str, path: str | Path, name: str, register_databases: bool = True,
                    build_indexes: bool = True, progress: ImportProgress | None = None, user=None,
-                   patches: Sequence[str] = (), repoint: bool = True) -> Dataset:
+                   patches: Sequence[str] = (), repoint: bool = True, workspace=None) -> Dataset:
     """Import (or re-import, idempotently) a dataset and register its databases under their db_id.
 
     ``patches`` names optional corrections of its databases (``annotations.runs.patches``, e.g. Spider's
@@ -130,7 +131,12 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
     same single refusal message as database registration (``agent/services/locations.py``).
 
     ``repoint=False`` (browser uploads) refuses a db_id already registered elsewhere instead of re-pointing it,
-    so an upload can never move someone else's registration to its own file.
+    so an upload can never move someone else's registration to its own file. It attaches to a database already
+    registered under the db_id instead when ``user`` sees that database (a grant or its workspace) and the
+    uploaded file has the same tables and columns; a db_id without a file attaches to the registered database
+    the same way (``user=None``, the command: any registered one), so its questions are executable.
+
+    ``workspace``: the dataset and the databases it registers go there; its members see them.
     """
     if user is not None:
         path = agent_locations.data_path(str(path))
@@ -157,17 +163,34 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
         raise ValidationError(f"Cannot read {kind} data at {path}: {exc}") from None
     if progress:
         progress(0, total)
+    usable = Database.objects.all() if user is None else agent_policies.visible_databases(user)
+    attached: set[str] = set()
     if not repoint and register_databases and db_root is not None:
-        taken = [db_id for db_id, location in Database.objects.filter(name__in=db_ids).values_list("name", "location")
-                 if (db_root / db_id / f"{db_id}.sqlite").is_file()
-                 and location != str((db_root / db_id / f"{db_id}.sqlite").resolve())]
-        if taken:
-            raise ValidationError(f"Databases already registered under these names: {', '.join(sorted(taken))}. "
-                                  "Nothing was imported; rename them or ask a Data admin.")
+        taken, differ = [], []
+        for existing in Database.objects.filter(name__in=db_ids):
+            sqlite = db_root / existing.name / f"{existing.name}.sqlite"
+            if not sqlite.is_file() or existing.location == str(sqlite.resolve()):
+                continue
+            if not usable.filter(pk=existing.pk).exists():
+                taken.append(existing.name)
+            elif not agent_services.schema_matches(database=existing, sqlite_path=sqlite):
+                differ.append(existing.name)
+            else:
+                attached.add(existing.name)  # the same database, registered already: the upload's copy is unused
+        if taken or differ:
+            raise ValidationError(" ".join(filter(None, [
+                f"Databases already registered under these names: {', '.join(sorted(taken))}." if taken else "",
+                f"Registered under these names with other tables or columns than the uploaded files: "
+                f"{', '.join(sorted(differ))}." if differ else "",
+                "Nothing was imported; rename them or ask a Data admin."])))
     databases: dict[str, Database | None] = {}
     for db_id in sorted(db_ids):
         sqlite = db_root / db_id / f"{db_id}.sqlite" if db_root else None
         existing = Database.objects.filter(name=db_id).first()
+        if db_id in attached or ((sqlite is None or not sqlite.is_file()) and existing is not None):
+            # No file of its own (or the same schema as the registered one): the registered database, if usable.
+            databases[db_id] = existing if usable.filter(pk=existing.pk).exists() else None
+            continue
         if sqlite is not None and sqlite.is_file() and register_databases:
             descriptions = {f"{t}.{c}": d for (t, c), d in _descriptions(sqlite.parent).items()}
             keys = fk_patches.get(db_id, [])
@@ -176,14 +199,14 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
                 existing = agent_services.database_register(
                     name=db_id, location=str(sqlite), description=f"{kind} database {db_id}",
                     column_descriptions=descriptions, foreign_key_patches=keys,
-                    refresh="sync" if build_indexes else "async", user=user)
+                    refresh="sync" if build_indexes else "async", user=user, workspace=workspace)
         databases[db_id] = existing if existing is not None and (sqlite is None or sqlite.is_file()) else None
     embedded = connection.vendor == "sqlite"
     created = not Dataset.objects.filter(name=name).exists()
     try:
         with nullcontext() if embedded else transaction.atomic():
             dataset = _write_questions(kind, path, name, items_of, databases, total, progress,
-                                       [p.name for p in chosen])
+                                       [p.name for p in chosen], workspace, user)
     except BaseException:
         if embedded and created:
             Dataset.objects.filter(name=name).delete()
@@ -193,10 +216,13 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
 
 def _write_questions(kind: str, path: Path, name: str, items_of: Callable[[], Iterable[GoldItem]],
                      databases: dict[str, Database | None], total: int,
-                     progress: ImportProgress | None, patches: list[str]) -> Dataset:
+                     progress: ImportProgress | None, patches: list[str], workspace=None, user=None) -> Dataset:
     with transaction.atomic():
         dataset, _ = Dataset.objects.update_or_create(
-            name=name, defaults={"kind": kind, "source_path": str(path), "patches": patches})
+            name=name, defaults={"kind": kind, "source_path": str(path), "patches": patches,
+                                 **({"workspace": workspace} if workspace is not None else {})},
+            create_defaults={"kind": kind, "source_path": str(path), "patches": patches, "workspace": workspace,
+                             "created_by": user if getattr(user, "pk", None) else None})
     stats_of = lru_cache(maxsize=8192)(lambda sql: gold_stats(sql, hardness=kind != Dataset.Kind.BIRD))
     done = 0
     for batch in _batched(items_of(), IMPORT_BATCH):

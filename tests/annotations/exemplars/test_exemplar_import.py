@@ -103,12 +103,15 @@ def test_json_round_trip_is_lossless(tmp_path, demo_database, reviewer, approved
     assert content(a) == content(b)
     assert b["exemplars"][0]["database"] == "chinook" and b["exemplars"][0]["steps"][0]["observation"]
     copy = ExemplarSetVersion.objects.get(exemplar_set__name="demo-copy")
-    assert Exemplar.objects.get(pk=copy.exemplars[0]["exemplar_id"]).database is None  # not linked unless asked
+    # Mapped to the registered database of that name; the same content is the same exemplar, not a duplicate.
+    assert Exemplar.objects.get(pk=copy.exemplars[0]["exemplar_id"]).database == demo_database
+    assert copy.exemplars[0]["exemplar_id"] == a["exemplars"][0]["exemplar_id"]
+    count = Exemplar.objects.count()
     call_command("import_exemplars", str(path), "--format", "json", "--name", "linked", "--database", "chinook",
                  stdout=StringIO())
     linked = ExemplarSetVersion.objects.get(exemplar_set__name="linked")
     assert Exemplar.objects.get(pk=linked.exemplars[0]["exemplar_id"]).database == demo_database
-    assert linked.content_hash == copy.content_hash
+    assert linked.content_hash == copy.content_hash and Exemplar.objects.count() == count
 
 
 def test_json_import_refuses_an_existing_set_name(tmp_path, demo_database, reviewer, approved):

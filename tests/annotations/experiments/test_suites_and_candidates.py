@@ -15,7 +15,7 @@ from annotations.experiments import selectors, services
 from annotations.experiments.models import Candidate, CandidateSnapshot, Suite, SuiteVersion
 from annotations.labels.models import Category, Label
 from annotations.labels.selectors import default_taxonomy_version
-from annotations.runs.models import Dataset, Run, RunItem
+from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
 
 pytestmark = pytest.mark.django_db
 
@@ -81,6 +81,9 @@ def test_suite_versions_are_immutable_and_bad_sources_are_named(shop, scored_run
         with pytest.raises(ValidationError, match=message):
             services.suite_version_create(suite=suite, sources=[source], user=curator)
     other = Dataset.objects.create(name="other", kind="jsonl", source_path="/x")
+    # On a database the Curator sees (a dataset with none is not shown to them at all).
+    DatasetQuestion.objects.create(dataset=other, index=0, db_id="shop", database=shop.questions.first().database,
+                                   question="q", gold_sql="SELECT 1")
     foreign = Run.objects.create(name="elsewhere", dataset=other, source="imported", status="done")
     with pytest.raises(ValidationError, match="is on dataset other"):
         services.suite_version_create(suite=suite, sources=[{"kind": "failures", "run": foreign.pk}], user=curator)
