@@ -189,7 +189,8 @@ class SessionCreateSerializer(serializers.Serializer):
     def validate_exemplar_set_version(self, value: int | None) -> FewShot | None:
         if value is None:
             return None
-        found = few_shot.by_id(value)
+        request = self.context.get("request")
+        found = few_shot.by_id(value, request.user if request else None)
         if found is None:
             raise serializers.ValidationError(f"No exemplar set version with id {value}.")
         return found

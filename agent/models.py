@@ -65,6 +65,17 @@ class DatabaseQuerySet(models.QuerySet):
     def ready(self) -> DatabaseQuerySet:
         return self.filter(status=Database.Status.READY)
 
+    def granted_to(self, user) -> DatabaseQuerySet:
+        """The databases ``user`` was granted (directly or through a group), plus the demo database; none for an
+        inactive or anonymous account or one without the read permission. The one rule ``agent.policies`` and
+        the session runner (which may not import the policies) both apply."""
+        if user is None or not (user.is_authenticated and user.is_active and user.has_perm("agent.view_database")):
+            return self.none()
+        if user.is_superuser:
+            return self.all()
+        granted = DatabaseGrant.objects.filter(models.Q(user=user) | models.Q(group__in=user.groups.all()))
+        return self.filter(models.Q(is_demo=True) | models.Q(pk__in=granted.values("database_id")))
+
 
 class Database(models.Model):
     """A registered target database: what the agent queries, never the app's own database."""

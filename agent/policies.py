@@ -13,10 +13,10 @@ Roles are groups (``agent/roles.py``); what they may do is their permissions. Su
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404
 
-from agent.models import AgentSession, Database, DatabaseGrant, ImportJob
+from agent.models import AgentSession, Database, ImportJob
 
 NOT_FOUND = "No such database."
 
@@ -62,12 +62,7 @@ def check_can_view_audit(user) -> None:
 
 def visible_databases(user) -> QuerySet[Database]:
     """The databases this user was granted (directly or through a group), plus the demo database."""
-    if not can_view(user):
-        return Database.objects.none()
-    if user.is_superuser:
-        return Database.objects.all()
-    granted = DatabaseGrant.objects.filter(Q(user=user) | Q(group__in=user.groups.all())).values("database_id")
-    return Database.objects.filter(Q(is_demo=True) | Q(pk__in=granted))
+    return Database.objects.granted_to(user)
 
 
 def hidden_databases(user) -> QuerySet[Database]:

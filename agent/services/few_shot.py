@@ -16,11 +16,13 @@ from agent.strategies import FewShot
 
 
 class FewShotSource(Protocol):
-    def choices(self) -> list[tuple[int, str]]:
-        """(id, label) of every version one may pick, in display order."""
+    def choices(self, user) -> list[tuple[int, str]]:
+        """(id, label) of every version ``user`` may pick (every database it draws on granted), in display order."""
         ...
 
-    def by_id(self, pk: int) -> FewShot | None: ...
+    def by_id(self, pk: int, user) -> FewShot | None:
+        """The version with this id if ``user`` may see it (None otherwise, exactly as for a missing one)."""
+        ...
 
     def by_name(self, spec: str) -> FewShot | None:
         """``SET`` (newest version) or ``SET:N`` / ``SET:vN``, as the command line takes it."""
@@ -39,12 +41,12 @@ def register_source(source: FewShotSource | None) -> None:
     _source = source
 
 
-def choices() -> list[tuple[int, str]]:
-    return _source.choices() if _source is not None else []
+def choices(user) -> list[tuple[int, str]]:
+    return _source.choices(user) if _source is not None else []
 
 
-def by_id(pk: int) -> FewShot | None:
-    return _source.by_id(pk) if _source is not None else None
+def by_id(pk: int, user) -> FewShot | None:
+    return _source.by_id(pk, user) if _source is not None else None
 
 
 def by_name(spec: str) -> FewShot | None:

@@ -174,12 +174,16 @@ def few_shot_for_version(version: ExemplarSetVersion) -> FewShot:
 class VersionFewShotSource:
     """Exemplar set versions as the agent app's few-shot source (registered in AnnotationsConfig.ready)."""
 
-    def choices(self) -> list[tuple[int, str]]:
-        return [(v.pk, f"{v.exemplar_set.name} v{v.number} ({len(v.exemplars)} exemplars)")
-                for v in published_versions()]
+    def choices(self, user) -> list[tuple[int, str]]:
+        from annotations import policies
 
-    def by_id(self, pk: int) -> FewShot | None:
-        version = ExemplarSetVersion.objects.select_related("exemplar_set").filter(pk=pk).first()
+        return [(v.pk, f"{v.exemplar_set.name} v{v.number} ({len(v.exemplars)} exemplars)")
+                for v in published_versions().filter(pk__in=policies.visible_versions(user).values("pk"))]
+
+    def by_id(self, pk: int, user) -> FewShot | None:
+        from annotations import policies
+
+        version = policies.visible_versions(user).select_related("exemplar_set").filter(pk=pk).first()
         return few_shot_for_version(version) if version is not None else None
 
     def by_name(self, spec: str) -> FewShot | None:
