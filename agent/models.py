@@ -28,6 +28,15 @@ name_validator = RegexValidator(
     "Use letters, digits, '_', '.' or '-' (it is used in URLs and on the command line).",
 )
 
+# A refused name reads the same whether what holds it is something the user may see or not (a database or a
+# dataset not granted to them), so a refusal never confirms that an object hidden from them exists.
+NAME_UNAVAILABLE = "This name is not available; choose another."
+
+
+def names_unavailable(names) -> str:
+    return (f"These database names are not available: {', '.join(sorted(names))}. Nothing was imported; "
+            "rename them or ask a Data admin.")
+
 
 _SECRET_KEYS = ("password", "sslpassword", "passfile", "sslkey")
 # keyword DSNs: password=value, password = 'quoted value with \' escapes', any case

@@ -129,7 +129,7 @@ def test_a_dataset_and_a_database_upload_through_the_api(client, account, tmp_pa
     loose_job = ImportJob.objects.get(pk=loose.json()["id"])
     dataset_uploads.dataset_upload_run(job=loose_job)
     loose_job.refresh_from_db()
-    assert loose_job.status == "failed" and "already registered" in loose_job.error  # concert_singer is small's
+    assert loose_job.status == "failed" and "names are not available" in loose_job.error  # concert_singer is small's
     refused = client.post("/api/datasets/", {"kind": "spider", "name": "small"})
     assert refused.status_code == 400 and "name" in refused.json()
 

@@ -17,7 +17,7 @@ from django.db import connection, transaction
 
 from agent import services as agent_services
 from agent.hygiene import clean_instance
-from agent.models import Database
+from agent.models import Database, names_unavailable
 from agent.services import locations as agent_locations
 from agent.textclean import JSONTooDeep, json_loads
 from annotations.evaluation import (
@@ -162,8 +162,7 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
                  if (db_root / db_id / f"{db_id}.sqlite").is_file()
                  and location != str((db_root / db_id / f"{db_id}.sqlite").resolve())]
         if taken:
-            raise ValidationError(f"Databases already registered under these names: {', '.join(sorted(taken))}. "
-                                  "Nothing was imported; rename them or ask a Data admin.")
+            raise ValidationError(names_unavailable(taken))
     databases: dict[str, Database | None] = {}
     for db_id in sorted(db_ids):
         sqlite = db_root / db_id / f"{db_id}.sqlite" if db_root else None
