@@ -350,3 +350,30 @@ class ToolListView(APIView):
     @extend_schema(responses=ToolSerializer(many=True))
     def get(self, request: Request) -> Response:
         return Response([_tool_data(spec) for spec in registry.specs()])
+
+
+class StrategyOptionSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.CharField(help_text="e.g. a whole number, a number, true or false, a list of strings.")
+    default = serializers.JSONField(allow_null=True)
+    min = serializers.FloatField(allow_null=True, help_text="Smallest value accepted (numbers), inclusive.")
+    max = serializers.FloatField(allow_null=True, help_text="Largest value accepted (numbers), inclusive.")
+    choices = serializers.ListField(child=serializers.JSONField(), allow_null=True)
+    help = serializers.CharField(allow_blank=True)
+
+
+class StrategySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    options = StrategyOptionSerializer(many=True, help_text="Every option a session, run or experiment may set; "
+                                                            "a value outside its bounds is refused.")
+
+
+class StrategyListView(APIView):
+    """The strategies and every option each one takes, as their configs declare them (type, default, bounds or
+    choices, help): the same declarations that validate a session's, a run's and an experiment's options."""
+
+    permission_classes = [permissions.IsAuthenticated, PolicyPermission]
+
+    @extend_schema(responses=StrategySerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return Response(selectors.strategy_list())

@@ -11,6 +11,8 @@ from agent.keyset import KeysetPage, SortKey, paginate
 from agent.models import Database, Turn
 from agent.services import open_connector
 from agent.sql import Limits, QueryResult, SchemaInfo, TableInfo
+from agent.strategies import STRATEGIES
+from agent.strategies.options import option_specs
 
 
 def database_list(*, user, status: str | None = None):
@@ -200,3 +202,8 @@ def audit_list(*, action: str | None = None, actor: str | None = None, target: s
     if until:
         qs = qs.filter(created_at__lt=until)
     return qs
+
+
+def strategy_list() -> list[dict]:
+    """Every strategy with every option it takes, as declared once in its config (type, default, bounds, help)."""
+    return [{"name": name, "options": option_specs(cls.config_class)} for name, cls in sorted(STRATEGIES.items())]

@@ -3,7 +3,14 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from agent.api import AccountView, DatabaseViewSet, ImportJobViewSet, SessionViewSet, ToolListView
+from agent.api import (
+    AccountView,
+    DatabaseViewSet,
+    ImportJobViewSet,
+    SessionViewSet,
+    StrategyListView,
+    ToolListView,
+)
 from agent.auth import ThrottledObtainAuthToken
 from annotations.exemplars.api import ExemplarSetVersionViewSet, ExemplarSetViewSet, ExemplarViewSet
 from annotations.experiments.api import (
@@ -36,6 +43,7 @@ urlpatterns = [
     path("token/", ThrottledObtainAuthToken.as_view(), name="api_token"),
     path("account/", AccountView.as_view(), name="api_account"),
     path("tools/", ToolListView.as_view(), name="api_tools"),
+    path("strategies/", StrategyListView.as_view(), name="api_strategies"),
     path("exemplars-from-failures/", ExemplarFromFailureView.as_view(), name="exemplar-from-failure"),
     path("", include(router.urls)),
 ]

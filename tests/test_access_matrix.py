@@ -66,6 +66,7 @@ EXPECTATIONS: dict[str, Rule] = {
     "api-root": Rule({"GET": ALL}, api=True),
     "api_account": Rule({"GET": ALL}, api=True),
     "api_tools": Rule({"GET": ALL}, api=True),
+    "api_strategies": Rule({"GET": ALL}, api=True),
     # agent pages
     "home": Rule({"GET": ALL}),
     "fidelity": Rule({"GET": ALL}),
