@@ -24,8 +24,9 @@ class FewShotSource(Protocol):
         """The version with this id if ``user`` may see it (None otherwise, exactly as for a missing one)."""
         ...
 
-    def by_name(self, spec: str) -> FewShot | None:
-        """``SET`` (newest version) or ``SET:N`` / ``SET:vN``, as the command line takes it."""
+    def by_name(self, spec: str, user=None) -> FewShot | None:
+        """``SET`` (newest version) or ``SET:N`` / ``SET:vN``, as the command line takes it; among the versions
+        ``user`` may see when one is given (a command run on someone's behalf), else among all."""
         ...
 
     def default_for(self, database, *, use_evidence: bool = True) -> FewShot | None:
@@ -49,8 +50,8 @@ def by_id(pk: int, user) -> FewShot | None:
     return _source.by_id(pk, user) if _source is not None else None
 
 
-def by_name(spec: str) -> FewShot | None:
-    return _source.by_name(spec) if _source is not None else None
+def by_name(spec: str, user=None) -> FewShot | None:
+    return _source.by_name(spec, user) if _source is not None else None
 
 
 def default_for(database, *, use_evidence: bool = True) -> FewShot | None:

@@ -106,3 +106,27 @@ def test_the_api_refuses_to_start_a_session_with_such_a_version(version, client,
                            content_type="application/json")
     assert response.status_code == 400 and "exemplar_set_version" in response.json()
     assert not AgentSession.objects.exists()
+
+
+def test_a_run_refuses_such_a_version_and_an_example_pool_drawn_from_it(version, demo_database, user, grant,
+                                                                        secret, replay_llm):
+    from django.core.exceptions import ValidationError
+
+    from agent.roles import OPERATOR
+    from annotations.runs import services as run_services
+    from annotations.runs.models import Dataset, DatasetQuestion, Run
+
+    replay_llm([])
+    give_roles(user, OPERATOR)
+    dataset = Dataset.objects.create(name="mini", kind="spider", source_path="/nowhere", question_count=1)
+    DatasetQuestion.objects.create(dataset=dataset, index=0, db_id="chinook", database=demo_database,
+                                   question="How many artists?", gold_sql="SELECT count(*) FROM Artist")
+    with pytest.raises(ValidationError, match="No such exemplar set version"):
+        run_services.run_create_agent(dataset=dataset, name="r", user=user, exemplar_set_version=version)
+    with pytest.raises(ValidationError, match="No published version"):
+        run_services.run_create_agent(dataset=dataset, name="r", user=user, strategy="dart_sql",
+                                      pool="exemplars:spies")
+    assert not Run.objects.exists()
+    grant(secret[0], user)
+    assert run_services.run_create_agent(dataset=dataset, name="r", user=user, strategy="dart_sql",
+                                         pool="exemplars:spies").pk
