@@ -199,7 +199,8 @@ class SessionCreateSerializer(serializers.Serializer):
     def validate_exemplar_set_version(self, value: int | None) -> FewShot | None:
         if value is None:
             return None
-        found = few_shot.by_id(value)
+        request = self.context.get("request")
+        found = few_shot.by_id(value, request.user if request else None)
         if found is None:
             raise serializers.ValidationError(f"No exemplar set version with id {value}.")
         return found
@@ -445,3 +446,30 @@ class WorkspaceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         data = {k: v for k, v in incoming.validated_data.items() if k != "role"}
         service_call(workspace_services.workspace_member_remove, workspace=workspace, **data)
         return Response(WorkspaceSerializer(workspace).data)
+
+
+class StrategyOptionSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.CharField(help_text="e.g. a whole number, a number, true or false, a list of strings.")
+    default = serializers.JSONField(allow_null=True)
+    min = serializers.FloatField(allow_null=True, help_text="Smallest value accepted (numbers), inclusive.")
+    max = serializers.FloatField(allow_null=True, help_text="Largest value accepted (numbers), inclusive.")
+    choices = serializers.ListField(child=serializers.JSONField(), allow_null=True)
+    help = serializers.CharField(allow_blank=True)
+
+
+class StrategySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    options = StrategyOptionSerializer(many=True, help_text="Every option a session, run or experiment may set; "
+                                                            "a value outside its bounds is refused.")
+
+
+class StrategyListView(APIView):
+    """The strategies and every option each one takes, as their configs declare them (type, default, bounds or
+    choices, help): the same declarations that validate a session's, a run's and an experiment's options."""
+
+    permission_classes = [permissions.IsAuthenticated, PolicyPermission]
+
+    @extend_schema(responses=StrategySerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return Response(selectors.strategy_list())

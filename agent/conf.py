@@ -64,8 +64,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ROUNDS_CEILING": 30,
     # Highest max_tokens a session's options may ask for when the endpoint's record sets none.
     "MAX_TOKENS_CEILING": 4096,
-    # Tokens an account's LLM calls may use per UTC day (0: no limit; an account's UserBudget overrides it).
-    "DAILY_TOKEN_BUDGET": 0,
+    # Tokens an account's LLM calls may use per UTC day (0: no limit; an account's UserBudget overrides it). A
+    # fresh install is bounded: about forty Interactive-T2S questions with the paper's settings, or a few hundred
+    # short ones; raise it per account (User budgets) for whoever runs benchmarks.
+    "DAILY_TOKEN_BUDGET": 2_000_000,
     # Cost an account's LLM calls may reach per UTC day, in the endpoints' price currency (0: no limit).
     "DAILY_COST_BUDGET": 0.0,
     # Seconds an endpoint concurrency slot's lease lasts; renewed while its call runs (agent/services/llm_slots.py).

@@ -26,8 +26,8 @@ def add_service_errors(form: forms.Form, exc: ValidationError) -> None:
         form.add_error(field if field in form.fields else None, messages)
 
 
-def few_shot_choices() -> list[tuple[object, str]]:
-    return [("", "the paper's set for this database (default)"), *few_shot.choices()]
+def few_shot_choices(user=None) -> list[tuple[object, str]]:
+    return [("", "the paper's set for this database (default)"), *few_shot.choices(user)]
 
 
 def tool_choices() -> list[tuple[str, str]]:
@@ -116,12 +116,13 @@ class AskForm(forms.Form):
         self.fields["database"].queryset = policies.visible_databases(user).ready()
         # Read once per form, when first needed (a callable's choices are read again at every look: rendering,
         # validation); each form has its own cache, so a version published since shows on the next page.
-        self.fields["exemplar_set_version"].choices = functools.cache(few_shot_choices)
+        self.fields["exemplar_set_version"].choices = functools.cache(functools.partial(few_shot_choices, user))
+        self.user = user
 
     def few_shot(self) -> FewShot | None:
         """The chosen version's exemplars as the session takes them (None: zero-shot)."""
         pk = self.cleaned_data.get("exemplar_set_version")
-        return few_shot.by_id(pk) if pk is not None else None
+        return few_shot.by_id(pk, self.user) if pk is not None else None
 
     def options(self) -> dict:
         """The form's knobs that the chosen strategy's config has (the others keep the paper's defaults)."""

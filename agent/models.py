@@ -28,6 +28,15 @@ name_validator = RegexValidator(
     "Use letters, digits, '_', '.' or '-' (it is used in URLs and on the command line).",
 )
 
+# A refused name reads the same whether what holds it is something the user may see or not (a database or a
+# dataset not granted to them), so a refusal never confirms that an object hidden from them exists.
+NAME_UNAVAILABLE = "This name is not available; choose another."
+
+
+def names_unavailable(names) -> str:
+    return (f"These database names are not available: {', '.join(sorted(names))}. Nothing was imported; "
+            "rename them or ask a Data admin.")
+
 
 _SECRET_KEYS = ("password", "sslpassword", "passfile", "sslkey")
 # keyword DSNs: password=value, password = 'quoted value with \' escapes', any case
@@ -127,6 +136,20 @@ class WorkspaceMembership(models.Model):
 class DatabaseQuerySet(models.QuerySet):
     def ready(self) -> DatabaseQuerySet:
         return self.filter(status=Database.Status.READY)
+
+    def granted_to(self, user) -> DatabaseQuerySet:
+        """The databases ``user`` was granted (directly or through a group), those of a workspace they belong to
+        (directly or through a group), plus the demo database; none for an inactive or anonymous account or one
+        without the read permission. The one rule ``agent.policies`` and the session runner (which may not
+        import the policies) both apply: everything built on databases follows from it."""
+        if user is None or not (user.is_authenticated and user.is_active and user.has_perm("agent.view_database")):
+            return self.none()
+        if user.is_superuser:
+            return self.all()
+        whom = models.Q(user=user) | models.Q(group__in=user.groups.all())
+        granted = DatabaseGrant.objects.filter(whom).values("database_id")
+        workspaces = WorkspaceMembership.objects.filter(whom).values("workspace_id")
+        return self.filter(models.Q(is_demo=True) | models.Q(pk__in=granted) | models.Q(workspace__in=workspaces))
 
 
 class Database(models.Model):

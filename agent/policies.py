@@ -16,7 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from agent.models import AgentSession, Database, DatabaseGrant, ImportJob, Workspace, WorkspaceMembership
+from agent.models import AgentSession, Database, ImportJob, Workspace, WorkspaceMembership
 
 NOT_FOUND = "No such database."
 
@@ -75,15 +75,9 @@ def member_workspaces(user) -> QuerySet[Workspace]:
 
 def visible_databases(user) -> QuerySet[Database]:
     """The one place that decides who sees a database: granted (directly or through a group), in a workspace the
-    user belongs to, or the demo database. Everything built on databases (sessions, datasets, runs, labels,
-    queues, exemplars) follows from this."""
-    if not can_view(user):
-        return Database.objects.none()
-    if user.is_superuser:
-        return Database.objects.all()
-    granted = DatabaseGrant.objects.filter(Q(user=user) | Q(group__in=user.groups.all())).values("database_id")
-    return Database.objects.filter(Q(is_demo=True) | Q(pk__in=granted)
-                                   | Q(workspace__in=_memberships(user).values("workspace_id")))
+    user belongs to, or the demo database (``Database.objects.granted_to``, which the session runner applies
+    too). Everything built on databases (sessions, datasets, runs, labels, queues, exemplars) follows from it."""
+    return Database.objects.granted_to(user)
 
 
 def access_workspace(user, slug: str) -> Workspace:

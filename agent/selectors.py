@@ -11,6 +11,8 @@ from agent.keyset import KeysetPage, SortKey, paginate
 from agent.models import Database, Turn
 from agent.services import open_connector
 from agent.sql import Limits, QueryResult, SchemaInfo, TableInfo
+from agent.strategies import STRATEGIES
+from agent.strategies.options import option_specs
 
 
 def database_list(*, user, status: str | None = None):
@@ -223,3 +225,8 @@ def workspace_overview(*, workspace, user) -> dict:
         members.append({"membership": m, "name": m.user.get_username() if m.user_id else m.group.name,
                         "kind": "account" if m.user_id else "group", "roles": roles})
     return {"members": members, "databases": workspace.databases.order_by("name")}
+
+
+def strategy_list() -> list[dict]:
+    """Every strategy with every option it takes, as declared once in its config (type, default, bounds, help)."""
+    return [{"name": name, "options": option_specs(cls.config_class)} for name, cls in sorted(STRATEGIES.items())]

@@ -17,7 +17,7 @@ from django.http import Http404
 from agent import policies as agent_policies
 from annotations.experiments.models import Candidate, Experiment, Suite, SuiteVersion
 from annotations.labels.models import Label, LabelReveal, Queue
-from annotations.models import Exemplar, ExemplarSet
+from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
 
 
@@ -256,6 +256,63 @@ def access_exemplar_set(user, pk: int) -> ExemplarSet:
     return exemplar_set
 
 
+# A set version is a frozen copy of exemplars drawn from several databases: it is visible only when every
+# registered database it draws on (by the name each snapshot stores, and through the exemplar rows it came
+# from) is visible to the reader. A name no database here carries restricts nothing (imported paper sets).
+
+def version_database_names(version: ExemplarSetVersion) -> set[str]:
+    return {str(item["database"]) for item in version.exemplars if item.get("database")}
+
+
+def _version_hidden(version: ExemplarSetVersion, hidden_names: set[str], hidden_exemplar_ids: set[int]) -> bool:
+    return bool(version_database_names(version) & hidden_names
+                or {item.get("exemplar_id") for item in version.exemplars} & hidden_exemplar_ids)
+
+
+def _hidden_for(user) -> tuple[set[str], set[int]] | None:
+    """Names of the databases hidden from ``user`` and ids of the exemplars on them; None when nothing is."""
+    hidden = agent_policies.hidden_databases(user)
+    names = set(hidden.values_list("name", flat=True))
+    if not names:
+        return None
+    return names, set(Exemplar.objects.filter(database__in=hidden.values("pk")).values_list("pk", flat=True))
+
+
+def can_see_version(user, version: ExemplarSetVersion) -> bool:
+    if not agent_policies.can_view(user):
+        return False
+    hidden = _hidden_for(user)
+    return hidden is None or not _version_hidden(version, *hidden)
+
+
+def visible_versions(user) -> QuerySet[ExemplarSetVersion]:
+    """Set versions every database of which ``user`` sees (one pass over the versions' snapshots)."""
+    if not agent_policies.can_view(user):
+        return ExemplarSetVersion.objects.none()
+    hidden = _hidden_for(user)
+    if hidden is None:
+        return ExemplarSetVersion.objects.all()
+    blocked = [pk for pk, items in ExemplarSetVersion.objects.values_list("pk", "exemplars")
+               if _version_hidden(ExemplarSetVersion(exemplars=items), *hidden)]
+    return ExemplarSetVersion.objects.exclude(pk__in=blocked)
+
+
+def access_version(user, set_id: int, number: int) -> ExemplarSetVersion:
+    """A version of a set ``user`` may see; 404 (as for a missing one) when it draws on a hidden database."""
+    version = (ExemplarSetVersion.objects.select_related("exemplar_set", "created_by")
+               .filter(exemplar_set_id=set_id, number=number).first())
+    if version is None or not can_see_version(user, version):
+        raise Http404("No such version.")
+    return version
+
+
+def access_version_by_id(user, pk: int) -> ExemplarSetVersion:
+    version = ExemplarSetVersion.objects.select_related("exemplar_set", "created_by").filter(pk=pk).first()
+    if version is None or not can_see_version(user, version):
+        raise Http404("No such version.")
+    return version
+
+
 # --- checks -------------------------------------------------------------------------------------------
 
 def check_can_author_exemplar(user) -> None:
@@ -368,14 +425,16 @@ def visible_candidates(user) -> QuerySet[Candidate]:
         return Candidate.objects.none()
     if user.is_superuser:
         return Candidate.objects.all()
-    return Candidate.objects.exclude(items__exemplar__database__in=_hidden_db_ids(user))
+    return Candidate.objects.exclude(items__exemplar__database__in=_hidden_db_ids(user)).filter(
+        Q(base_version__isnull=True) | Q(base_version__in=visible_versions(user).values("pk")))
 
 
 def visible_experiments(user) -> QuerySet[Experiment]:
     candidates = visible_candidates(user).values("pk")
     return Experiment.objects.filter(suite_version__suite__in=visible_suites(user).values("pk"),
                                      candidate__in=candidates).filter(
-        Q(baseline_candidate__isnull=True) | Q(baseline_candidate__in=candidates))
+        Q(baseline_candidate__isnull=True) | Q(baseline_candidate__in=candidates)).filter(
+        Q(baseline_version__isnull=True) | Q(baseline_version__in=visible_versions(user).values("pk")))
 
 
 def access_suite(user, pk: int) -> Suite:

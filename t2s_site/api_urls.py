@@ -8,6 +8,7 @@ from agent.api import (
     DatabaseViewSet,
     ImportJobViewSet,
     SessionViewSet,
+    StrategyListView,
     ToolListView,
     WorkspaceViewSet,
 )
@@ -44,6 +45,7 @@ urlpatterns = [
     path("token/", ThrottledObtainAuthToken.as_view(), name="api_token"),
     path("account/", AccountView.as_view(), name="api_account"),
     path("tools/", ToolListView.as_view(), name="api_tools"),
+    path("strategies/", StrategyListView.as_view(), name="api_strategies"),
     path("exemplars-from-failures/", ExemplarFromFailureView.as_view(), name="exemplar-from-failure"),
     path("", include(router.urls)),
 ]

@@ -66,6 +66,7 @@ EXPECTATIONS: dict[str, Rule] = {
     "api-root": Rule({"GET": ALL}, api=True),
     "api_account": Rule({"GET": ALL}, api=True),
     "api_tools": Rule({"GET": ALL}, api=True),
+    "api_strategies": Rule({"GET": ALL}, api=True),
     # agent pages
     "home": Rule({"GET": ALL}),
     "fidelity": Rule({"GET": ALL}),
@@ -128,7 +129,7 @@ EXPECTATIONS: dict[str, Rule] = {
     "exemplar-set-upload": Rule({"POST": only(CURATOR)}, api=True),
     "exemplar-set-version-list": Rule({"GET": ALL}, api=True),
     "exemplar-set-version-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.exemplar_set.versions.get().pk},
-                                        api=True),
+                                        scoped=True, api=True),
     # datasets and runs API
     "dataset-list": Rule({"GET": ALL, "POST": only(OPERATOR)}, api=True),
     "dataset-detail": Rule({"GET": ALL}, kwargs=lambda w: {"name": w.dataset.name}, scoped=True, api=True),
@@ -174,10 +175,14 @@ EXPECTATIONS: dict[str, Rule] = {
     "exemplars:set_upload": Rule({"GET": only(CURATOR), "POST": only(CURATOR)}),
     "exemplars:set_detail": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}),
     "exemplars:set_publish": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}),
-    "exemplars:version_diff": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}, query="a=1&b=1"),
-    "exemplars:version_detail": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk, "number": 1}),
-    "exemplars:version_preview": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk, "number": 1}),
-    "exemplars:version_export": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk, "number": 1}),
+    "exemplars:version_diff": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}, query="a=1&b=1",
+                                   scoped=True),
+    "exemplars:version_detail": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk, "number": 1},
+                                     scoped=True),
+    "exemplars:version_preview": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk, "number": 1},
+                                      scoped=True),
+    "exemplars:version_export": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk, "number": 1},
+                                     scoped=True),
     # datasets and runs
     "runs:dataset_list": Rule({"GET": ALL, "POST": only(OPERATOR)}),
     "runs:dataset_detail": Rule({"GET": ALL, "POST": only(OPERATOR)}, kwargs=lambda w: {"name": w.dataset.name},
@@ -408,8 +413,11 @@ def world(db, make_sqlite, django_user_model) -> World:
     w.step = ExemplarStep.objects.create(exemplar=w.exemplar, position=0, thought="Count.",
                                          action='ExecuteSQL("SELECT count(*) FROM singer")')
     w.exemplar_set = ExemplarSet.objects.create(name="set", created_by=w.users[CURATOR])
-    version = ExemplarSetVersion.objects.create(exemplar_set=w.exemplar_set, number=1, exemplars=[],
-                                                content_hash="0" * 64)
+    from annotations.exemplars.selectors import exemplar_snapshot
+
+    # the version draws on the granted database: its pages and routes follow that database's grants
+    version = ExemplarSetVersion.objects.create(exemplar_set=w.exemplar_set, number=1,
+                                                exemplars=[exemplar_snapshot(w.exemplar)], content_hash="0" * 64)
     from annotations.experiments.models import (
         Candidate,
         CandidateItem,

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from agent.conf import agent_settings
 from agent.dsn_secrets import DsnKeyError, reveal_dsn
-from agent.models import Database
+from agent.models import NAME_UNAVAILABLE, Database
 from agent.sql import Connector, Limits, SQLError, connect, with_foreign_keys
 from agent.sql.pg_roles import RoleRefused
 from agent.sql.sandbox import SQLiteSandbox
@@ -139,7 +139,7 @@ def database_register(
     """
     existing = Database.objects.filter(name=name).first()
     if existing is not None and must_be_new:
-        raise ValidationError({"name": ["A database with this name is already registered."]})
+        raise ValidationError({"name": [NAME_UNAVAILABLE]})
     engine = engine or engine_for_location(location)
     location = normalise_location(engine, location, restricted=user is not None)
     database = existing or Database(name=name)

@@ -16,14 +16,17 @@ from agent.strategies import FewShot
 
 
 class FewShotSource(Protocol):
-    def choices(self) -> list[tuple[int, str]]:
-        """(id, label) of every version one may pick, in display order."""
+    def choices(self, user) -> list[tuple[int, str]]:
+        """(id, label) of every version ``user`` may pick (every database it draws on granted), in display order."""
         ...
 
-    def by_id(self, pk: int) -> FewShot | None: ...
+    def by_id(self, pk: int, user) -> FewShot | None:
+        """The version with this id if ``user`` may see it (None otherwise, exactly as for a missing one)."""
+        ...
 
-    def by_name(self, spec: str) -> FewShot | None:
-        """``SET`` (newest version) or ``SET:N`` / ``SET:vN``, as the command line takes it."""
+    def by_name(self, spec: str, user=None) -> FewShot | None:
+        """``SET`` (newest version) or ``SET:N`` / ``SET:vN``, as the command line takes it; among the versions
+        ``user`` may see when one is given (a command run on someone's behalf), else among all."""
         ...
 
     def default_for(self, database, *, use_evidence: bool = True) -> FewShot | None:
@@ -39,16 +42,16 @@ def register_source(source: FewShotSource | None) -> None:
     _source = source
 
 
-def choices() -> list[tuple[int, str]]:
-    return _source.choices() if _source is not None else []
+def choices(user) -> list[tuple[int, str]]:
+    return _source.choices(user) if _source is not None else []
 
 
-def by_id(pk: int) -> FewShot | None:
-    return _source.by_id(pk) if _source is not None else None
+def by_id(pk: int, user) -> FewShot | None:
+    return _source.by_id(pk, user) if _source is not None else None
 
 
-def by_name(spec: str) -> FewShot | None:
-    return _source.by_name(spec) if _source is not None else None
+def by_name(spec: str, user=None) -> FewShot | None:
+    return _source.by_name(spec, user) if _source is not None else None
 
 
 def default_for(database, *, use_evidence: bool = True) -> FewShot | None:

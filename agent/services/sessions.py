@@ -256,7 +256,7 @@ def _checked_config(errors: dict[str, list[str]], *, database: Database, strateg
             "few_shot": few_shot.to_dict() if few_shot else None,
             "example_pool": example_pool_snapshot(example_pool), "question_key": question_key,
             "exemplars_choice": choice,
-            "exemplar_warnings": _exemplar_warnings(few_shot, config),
+            "exemplar_warnings": _exemplar_warnings(few_shot, config, billed_to),
             "preset": "paper-replica" if paper_replica else None}
 
 
@@ -388,37 +388,46 @@ def _example_pool(config: Mapping[str, Any]) -> tuple[PoolExample, ...]:
 DEFAULT_EXEMPLARS_STRATEGY = "interactive_t2s"
 
 
-def _exemplar_databases(few_shot: FewShot) -> list[tuple[str | None, Database | None]]:
-    """Each exemplar's source database name, and that database when it is registered and ready here."""
+def _exemplar_databases(few_shot: FewShot, user=None) -> list[tuple[str | None, Database | None]]:
+    """Each exemplar's source database name, and that database when it is registered, ready here and granted
+    to ``user`` (whoever the session acts for): an exemplar's calls are never run on a database its user may
+    not query, whatever set version brought it."""
     names = list(few_shot.databases) or [None] * len(few_shot.exemplars)
-    ready = {db.name: db for db in Database.objects.filter(name__in=[n for n in names if n],
-                                                          status=Database.Status.READY)}
+    ready = {db.name: db for db in Database.objects.granted_to(user).filter(
+        name__in=[n for n in names if n], status=Database.Status.READY)}
     return [(name, ready.get(name) if name else None) for name in names]
 
 
-def _exemplar_warnings(few_shot: FewShot | None, config) -> list[str]:
+def _exemplar_warnings(few_shot: FewShot | None, config, user=None) -> list[str]:
     """Exemplars whose observations cannot be produced again in the session's profile (their database is
-    not registered here): their stored text is sent as written, or, in the default profile, rewritten from
-    the authors' format (agent.tools.authors_reprs)."""
+    not registered here, or not granted to the session's user): their stored text is sent as written, or, in
+    the default profile, rewritten from the authors' format (agent.tools.authors_reprs)."""
     if few_shot is None or not hasattr(config, "observation_profile"):
         return []
     if config.observation_profile == "default":
         how = "are rewritten from their stored text into the 'default' format, not run again"
     else:
         how = f"are sent as stored, not rendered in the {config.observation_profile!r} profile"
-    return [f"Exemplar {i} ({name or 'no database'}): its database is not registered here, so its observations "
-            f"{how}." for i, (name, db) in enumerate(_exemplar_databases(few_shot), 1) if db is None]
+    return [f"Exemplar {i} ({name or 'no database'}): its database is not one you may query here, so its "
+            f"observations {how}." for i, (name, db) in enumerate(_exemplar_databases(few_shot, user), 1)
+            if db is None]
 
 
-def _exemplars_for(few_shot: FewShot, strategy) -> tuple:
+def session_acting_user(session: AgentSession):
+    """Whom a session acts for: who asked it, else whose budget it spends (a run's launcher); None for neither."""
+    return session.created_by or session.billed_to
+
+
+def _exemplars_for(few_shot: FewShot, strategy, user=None) -> tuple:
     """The exemplars as the prompt gets them. For a strategy with an observation profile, each exemplar whose
-    database is registered has its tool calls run again there and its observations written in that profile,
-    exactly as live ones are; the others keep their stored text (the session's ``exemplar_warnings``)."""
+    database is registered and granted to ``user`` has its tool calls run again there and its observations
+    written in that profile, exactly as live ones are; the others keep their stored text (the session's
+    ``exemplar_warnings``). Without a user, nothing is run again."""
     cfg = getattr(strategy, "config", None)
     if cfg is None or not hasattr(cfg, "observation_profile") or not few_shot.exemplars:
         return few_shot.exemplars
     return tuple(_rerender(shot, db, cfg) if db is not None else _rewrite_stored(shot, cfg)
-                 for shot, (_, db) in zip(few_shot.exemplars, _exemplar_databases(few_shot), strict=True))
+                 for shot, (_, db) in zip(few_shot.exemplars, _exemplar_databases(few_shot, user), strict=True))
 
 
 def _rewrite_stored(shot, cfg):
@@ -546,7 +555,7 @@ def session_execute(*, session_id: int) -> None:
     interrupted: BaseException | None = None
     with ExitStack() as cleanup:  # closes the tools' connector however the session ends
         try:
-            session = AgentSession.objects.select_related("database", "billed_to").get(pk=session_id)
+            session = AgentSession.objects.select_related("database", "billed_to", "created_by").get(pk=session_id)
             previous = session_records(session)
             strategy = create_strategy(session.strategy, session.config.get("strategy") or {})
             # The thread's SQLite query process serves session after session (a child per session was costly).
@@ -563,7 +572,8 @@ def session_execute(*, session_id: int) -> None:
                               user=session.billed_to, llm_snapshot=session.config["llm"], deadline=deadline)
             few_shot = _few_shot(session.config)
             ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
-                                 exemplars=_exemplars_for(few_shot, strategy), tool_description=few_shot.tool_description,
+                                 exemplars=_exemplars_for(few_shot, strategy, session_acting_user(session)),
+                                 tool_description=few_shot.tool_description,
                                  example_pool=_example_pool(session.config),
                                  question_key=session.config.get("question_key") or None,
                                  pool_exclusion=_pool_exclusion(session.config),

@@ -34,7 +34,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from agent.conf import agent_settings
-from agent.models import Database, DatabaseGrant, ImportJob, name_validator
+from agent.models import NAME_UNAVAILABLE, Database, DatabaseGrant, ImportJob, name_validator
 from agent.sql.base import human_bytes
 from agent.textclean import clean_text
 
@@ -145,7 +145,7 @@ def database_upload(*, chunks: Iterable[bytes], size: int, filename: str, name: 
     except ValidationError as exc:
         errors["name"] = exc.messages
     if not errors and Database.objects.filter(name=name).exists():
-        errors["name"] = ["A database with this name is already registered."]
+        errors["name"] = [NAME_UNAVAILABLE]
     refusal = too_large(size, agent_settings.UPLOAD_MAX_DATABASE_BYTES, "file")
     if refusal:
         errors["file"] = [refusal]

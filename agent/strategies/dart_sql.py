@@ -62,6 +62,7 @@ from .base import (
     never_cancel,
 )
 from .dail import select_examples, sql_skeleton
+from .options import check_bounds, option
 from .pool import candidates, left_out_note
 
 FIDELITY: dict[str, tuple[str, ...]] = {
@@ -160,30 +161,36 @@ class DartSQLConfig(ConfigBase):
     """Paper defaults: K=5 rewrite rows, N=15 context rows, 3 refinements, M=15 result rows, T=0;
     the self-consistency variant is ``self_consistency=5`` (n) at ``sc_temperature=1.0``."""
 
-    model: str | None = None
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int = 1024
-    max_total_tokens: int | None = None  # token cap over the session (prompt + completion), None: no cap
-    rewrite: bool = True
-    rewrite_rows: int = 5  # K: first rows of each table shown to the rewriting step
-    context_rows: int = 15  # N: rows per table in the context-aware prompt
-    relevant_fraction: float = 0.5  # share of the N rows chosen by relevance, the rest at random
-    candidate_rows: int = 1000  # rows per table read to choose from (the ExecuteSQL tool may cap them lower)
-    seed: int = 0  # random rows are drawn with this seed, per table, so runs are reproducible
-    examples: int = 5  # S: DAIL-selected question-SQL examples from the example pool (0: zero-shot)
-    preliminary: bool = True  # a zero-shot preliminary query whose skeleton guides DAIL selection
-    skeleton_threshold: float = 0.85  # DAIL's query-similarity threshold
-    forbid_keywords: bool = True  # the paper's rule: no LEFT JOIN, no SELECT *
-    max_regenerations: int = 3  # regenerations per query for a forbidden construct (our cap; none in the paper)
-    max_refinements: int = 3  # R
-    result_rows: int = 15  # M: rows of a result shown to the LLM
-    self_consistency: int = 1  # n SQL samples voted by execution result; the paper's SC variant: 5
-    sc_temperature: float = 1.0  # temperature of SQL generation when self_consistency > 1
-    use_evidence: bool = True
-    cell_chars: int = 100
+    model: str | None = option(None, help="A model the endpoint allows; empty: the endpoint's model.")
+    temperature: float = option(0.0, min=0.0, max=2.0, help="Sampling temperature (the paper: 0).")
+    top_p: float = option(1.0, min=0.0, max=1.0, help="Nucleus sampling.")
+    max_tokens: int = option(1024, min=1, max=32768, help="Output tokens per call (also capped by the endpoint).")
+    max_total_tokens: int | None = option(None, min=1, max=10_000_000,
+                                          help="Prompt and completion tokens over the session; empty: no cap.")
+    rewrite: bool = option(True, help="Rewrite the question with the first rows of each table first.")
+    rewrite_rows: int = option(5, min=1, max=50, help="K: first rows of each table shown to the rewriting step.")
+    context_rows: int = option(15, min=1, max=200, help="N: rows per table in the context-aware prompt.")
+    relevant_fraction: float = option(0.5, min=0.0, max=1.0,
+                                      help="Share of the N rows chosen by relevance, the rest at random.")
+    candidate_rows: int = option(1000, min=1, max=100_000, help="Rows per table read to choose the N from.")
+    seed: int = option(0, min=0, max=2**31 - 1, help="Seed of the random rows (reproducible runs).")
+    examples: int = option(5, min=0, max=20, help="S: DAIL-selected examples from the pool (0: zero-shot).")
+    preliminary: bool = option(True, help="A zero-shot preliminary query whose skeleton guides the selection.")
+    skeleton_threshold: float = option(0.85, min=0.0, max=1.0, help="DAIL's query-similarity threshold.")
+    forbid_keywords: bool = option(True, help="The paper's rule: no LEFT JOIN, no SELECT *.")
+    max_regenerations: int = option(3, min=0, max=10,
+                                    help="Regenerations per query for a forbidden construct (our cap).")
+    max_refinements: int = option(3, min=0, max=10, help="R: refinements with the execution result.")
+    result_rows: int = option(15, min=1, max=1000, help="M: rows of a result shown to the LLM.")
+    self_consistency: int = option(1, min=1, max=10,
+                                   help="n SQL samples voted by execution result (the paper's variant: 5).")
+    sc_temperature: float = option(1.0, min=0.0, max=2.0,
+                                   help="Temperature of SQL generation when self_consistency > 1.")
+    use_evidence: bool = option(True, help="Send BIRD's evidence with the question.")
+    cell_chars: int = option(100, min=1, max=10_000, help="Longest cell value shown.")
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         check_positive(max_tokens=self.max_tokens, rewrite_rows=self.rewrite_rows,
                        context_rows=self.context_rows, candidate_rows=self.candidate_rows,
                        result_rows=self.result_rows, cell_chars=self.cell_chars,

@@ -58,6 +58,7 @@ from ._common import (
     run_sql,
 )
 from .base import OnTurn, Outcome, SessionContext, ShouldCancel, Status, TurnRecord, never_cancel
+from .options import check_bounds, option
 
 FIDELITY: dict[str, tuple[str, ...]] = {
     "as_in_paper": (
@@ -120,19 +121,23 @@ class HDSPConfig(ConfigBase):
     """``feedback`` False runs the 8-step prompt alone. ``gold_sql`` is set per question by benchmark
     runs (see the module docstring); ``t_nc`` is the f_nc threshold of eqs. 4 and 5."""
 
-    model: str | None = None
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int = 2048  # the step-by-step reasoning comes before the query
-    max_total_tokens: int | None = None  # token cap over the session (prompt + completion), None: no cap
-    feedback: bool = True
-    t_nc: float = DEFAULT_T_NC  # the paper gives no value: ours
-    n_col_from: str = "gold"  # N_col counts the columns of the gold query ("gold") or of the prediction
-    direct_answer_schema: bool = False  # show the schema to the direct-answer call (the paper: question only)
-    gold_sql: str | None = None
-    use_evidence: bool = True  # the paper's "KG": BIRD's evidence in the prompt
+    model: str | None = option(None, help="A model the endpoint allows; empty: the endpoint's model.")
+    temperature: float = option(0.0, min=0.0, max=2.0, help="Sampling temperature.")
+    top_p: float = option(1.0, min=0.0, max=1.0, help="Nucleus sampling.")
+    # the step-by-step reasoning comes before the query
+    max_tokens: int = option(2048, min=1, max=32768, help="Output tokens per call (also capped by the endpoint).")
+    max_total_tokens: int | None = option(None, min=1, max=10_000_000,
+                                          help="Prompt and completion tokens over the session; empty: no cap.")
+    feedback: bool = option(True, help="False runs the 8-step prompt alone.")
+    t_nc: float = option(DEFAULT_T_NC, min=0.0, max=1.0, help="The f_nc threshold (the paper gives none: ours).")
+    n_col_from: str = option("gold", choices=("gold", "prediction"),
+                             help="N_col counts the columns of the gold query or of the prediction.")
+    direct_answer_schema: bool = option(False, help="Show the schema to the direct-answer call (the paper: no).")
+    gold_sql: str | None = option(None, help="Set per question by benchmark runs.")
+    use_evidence: bool = option(True, help="The paper's KG: BIRD's evidence in the prompt.")
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         self.check_token_cap_value()
         check_positive(max_tokens=self.max_tokens)
         if not 0.0 <= self.t_nc <= 1.0:

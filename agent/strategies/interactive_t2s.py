@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from agent.llm import PAPER_STOP, ChatModel, Completion, LLMError, Message, cut_at_stop
@@ -40,6 +40,7 @@ from .base import (
     TurnRecord,
     never_cancel,
 )
+from .options import check_bounds, option
 from .parsing import DONE, FORMAT_HINT, parse_step
 from .prompt import build_messages, enabled_tool_names
 
@@ -68,32 +69,39 @@ def is_probe(sql: str) -> bool:
 class InteractiveT2SConfig:
     """Paper defaults (Table 12 and section 4.1). ``model`` None uses the LLM client's default."""
 
-    model: str | None = None
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_tokens: int = 512
-    stop: tuple[str, ...] = PAPER_STOP
-    max_rounds: int = 12
-    max_total_tokens: int | None = None  # prompt + completion over the session; checked before each call
-    enabled_tools: tuple[str, ...] = field(default_factory=registry.tool_names)
-    use_evidence: bool = True
-    max_observation_chars: int = 8000  # keeps one huge observation from eating the context window
+    model: str | None = option(None, help="A model the endpoint allows; empty: the endpoint's model.")
+    temperature: float = option(0.7, min=0.0, max=2.0, help="Sampling temperature (the paper: 0.7).")
+    top_p: float = option(0.95, min=0.0, max=1.0, help="Nucleus sampling (the paper: 0.95).")
+    max_tokens: int = option(512, min=1, max=32768, help="Output tokens per call (also capped by the endpoint).")
+    stop: tuple[str, ...] = option(PAPER_STOP, help="Stop sequences, added to the agent's own.")
+    max_rounds: int = option(12, min=1, max=100, help="LLM calls per question (the paper: 12; the operator's "
+                                                      "ceiling applies too).")
+    max_total_tokens: int | None = option(None, min=1, max=10_000_000,
+                                          help="Prompt and completion tokens over the session; empty: no cap.")
+    enabled_tools: tuple[str, ...] = option(default_factory=registry.tool_names,
+                                            help="Tools the agent may call (ablations switch some off).")
+    use_evidence: bool = option(True, help="Send BIRD's evidence with the question.")
+    max_observation_chars: int = option(8000, min=100, max=200_000,
+                                        help="Longest observation kept in the conversation.")
     # Authors' code, not in the paper: ExecuteSQL refuses table aliases (once per case), LEFT JOIN, WHERE x IN
     # and `_id =` in WHERE, and hints once per case to double-check the selected columns.
-    authors_sql_rules: bool = False
+    authors_sql_rules: bool = option(False, help="The authors' code's SQL rules (not in the paper).")
     # Authors' code, not in the paper: the whole case runs again (3 attempts in all) when its last observation
     # is empty, 0, None or an error.
-    authors_case_retry: bool = False
+    authors_case_retry: bool = option(False, help="The authors' code's retry of a case (not in the paper).")
     # How tool outputs are written into the conversation: "default" (compact, ours) or "paper" (the authors'
     # Python-repr formats, as in their exemplars; agent.tools.paper_profile).
-    observation_profile: str = "default"
+    observation_profile: str = option("default", choices=OBSERVATION_PROFILES,
+                                      help="How tool outputs are written: ours, or the authors' formats.")
     # SearchColumn's ranking: "index" (the database's column_backend, hybrid by default) or "embedding" (the
     # embeddings alone, as the authors ranked; BM25 where the index has no vectors).
-    column_ranking: str = "index"
+    column_ranking: str = option("index", choices=COLUMN_RANKINGS,
+                                 help="SearchColumn's ranking: the database's index, or embeddings alone.")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop", tuple(self.stop))
         object.__setattr__(self, "enabled_tools", enabled_tool_names(self.enabled_tools))
+        check_bounds(self)
         if self.max_rounds < 1:
             raise ValueError("max_rounds must be at least 1")
         if self.max_tokens < 1:

@@ -73,6 +73,7 @@ from .base import (
     TurnRecord,
     never_cancel,
 )
+from .options import check_bounds, option
 from .pool import candidates, left_out_note
 
 FIDELITY: dict[str, tuple[str, ...]] = {
@@ -119,26 +120,29 @@ _TOKEN = re.compile(r"\w+|[^\w\s]")
 class SCLSQLConfig(ConfigBase):
     """Paper defaults (section 3.1): P0=3 positives, L=3 loops, alpha=1, temperature 0.1."""
 
-    model: str | None = None
-    temperature: float = 0.1
-    top_p: float = 1.0
-    max_tokens: int = 1024
-    max_total_tokens: int | None = None  # token cap over the session (prompt + completion), None: no cap
-    positives: int = 3  # P0
-    alpha: int = 1  # P = P0 - alpha * N, N the number of negatives so far (an integer, as in eq. 3)
-    max_loops: int = 3  # L
-    keywords: int = 5  # YAKE keywords taken as entities
-    keyword_ngram: int = 3  # longest keyword phrase YAKE may return
-    schema_linking: str = "llm"  # "llm" (the paper: link and prune), "tools" (SearchColumn/SearchValue), "none"
-    search_values: bool = True  # with "tools": SearchValue for each entity (SearchColumn always runs)
-    max_value_searches: int = 5
-    result_rows: int = 10  # rows of a result shown in verification, negatives and the vote
-    # False: the last loop's candidate is the answer (the paper's "w/o vote"). The vote is over verified pairs
-    # only, and the loop ends at the first, so both settings give the same answer (FIDELITY).
-    vote: bool = True
-    use_evidence: bool = True
+    model: str | None = option(None, help="A model the endpoint allows; empty: the endpoint's model.")
+    temperature: float = option(0.1, min=0.0, max=2.0, help="Sampling temperature (the paper: 0.1).")
+    top_p: float = option(1.0, min=0.0, max=1.0, help="Nucleus sampling.")
+    max_tokens: int = option(1024, min=1, max=32768, help="Output tokens per call (also capped by the endpoint).")
+    max_total_tokens: int | None = option(None, min=1, max=10_000_000,
+                                          help="Prompt and completion tokens over the session; empty: no cap.")
+    positives: int = option(3, min=0, max=20, help="P0: positive examples.")
+    alpha: int = option(1, min=0, max=20, help="P = P0 - alpha * N, N the negatives so far (eq. 3).")
+    max_loops: int = option(3, min=1, max=10, help="L: verification loops.")
+    keywords: int = option(5, min=0, max=50, help="YAKE keywords taken as entities.")
+    keyword_ngram: int = option(3, min=1, max=10, help="Longest keyword phrase YAKE may return.")
+    schema_linking: str = option("llm", choices=("llm", "tools", "none"),
+                                 help="llm (the paper: link and prune), tools (SearchColumn/SearchValue), none.")
+    search_values: bool = option(True, help="With tools: SearchValue for each entity.")
+    max_value_searches: int = option(5, min=0, max=50, help="SearchValue calls at most.")
+    result_rows: int = option(10, min=1, max=1000, help="Rows of a result shown in verification and the vote.")
+    # The vote is over verified pairs only, and the loop ends at the first, so both settings give the same
+    # answer (FIDELITY).
+    vote: bool = option(True, help="False: the last loop's candidate is the answer (the paper's w/o vote).")
+    use_evidence: bool = option(True, help="Send BIRD's evidence with the question.")
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         self.check_token_cap_value()
         check_positive(max_tokens=self.max_tokens, max_loops=self.max_loops, keyword_ngram=self.keyword_ngram,
                        result_rows=self.result_rows)

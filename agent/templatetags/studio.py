@@ -108,3 +108,12 @@ def can_view_audit(user) -> bool:
     from agent import policies
 
     return policies.can_view_audit(user)
+
+
+@register.inclusion_tag("agent/partials/strategy_options.html")
+def strategy_options() -> dict:
+    """Every strategy's options as their configs declare them (type, default, bounds or choices, help): what a
+    session, run or experiment may set, shown next to the forms that set them."""
+    from agent.selectors import strategy_list
+
+    return {"strategies": strategy_list()}

@@ -251,8 +251,10 @@ class SetSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_versions(self, obj: ExemplarSet) -> list[int]:
-        """Ids of the set's versions, newest first."""
-        return [v.pk for v in sorted(obj.versions.all(), key=lambda v: -v.number)]
+        """Ids of the set's versions the reader may see (every database they draw on granted), newest first."""
+        visible = self.context.get("visible_versions")
+        return [v.pk for v in sorted(obj.versions.all(), key=lambda v: -v.number)
+                if visible is not None and v.pk in visible]
 
 
 class SetCreateSerializer(serializers.Serializer):
@@ -285,6 +287,11 @@ class ExemplarSetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixin
         if not agent_policies.can_view(self.request.user):
             return ExemplarSet.objects.none()
         return selectors.set_list().select_related("created_by").prefetch_related("versions")
+
+    def get_serializer_context(self) -> dict:
+        context = super().get_serializer_context()
+        context["visible_versions"] = set(policies.visible_versions(self.request.user).values_list("pk", flat=True))
+        return context
 
     @extend_schema(request=SetCreateSerializer, responses={201: SetSerializer})
     def create(self, request: Request, *args, **kwargs) -> Response:
@@ -333,8 +340,8 @@ class ExemplarSetVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin
     def get_queryset(self):
         if not agent_policies.can_view(self.request.user):
             return ExemplarSetVersion.objects.none()
-        qs = ExemplarSetVersion.objects.select_related("exemplar_set", "created_by").order_by("exemplar_set__name",
-                                                                                               "-number")
+        qs = policies.visible_versions(self.request.user).select_related("exemplar_set", "created_by").order_by(
+            "exemplar_set__name", "-number")
         if self.request.query_params.get("set"):
             qs = qs.filter(exemplar_set__name=self.request.query_params["set"])
         return qs

@@ -174,16 +174,22 @@ def few_shot_for_version(version: ExemplarSetVersion) -> FewShot:
 class VersionFewShotSource:
     """Exemplar set versions as the agent app's few-shot source (registered in AnnotationsConfig.ready)."""
 
-    def choices(self) -> list[tuple[int, str]]:
-        return [(v.pk, f"{v.exemplar_set.name} v{v.number} ({len(v.exemplars)} exemplars)")
-                for v in published_versions()]
+    def choices(self, user) -> list[tuple[int, str]]:
+        from annotations import policies
 
-    def by_id(self, pk: int) -> FewShot | None:
-        version = ExemplarSetVersion.objects.select_related("exemplar_set").filter(pk=pk).first()
+        return [(v.pk, f"{v.exemplar_set.name} v{v.number} ({len(v.exemplars)} exemplars)")
+                for v in published_versions().filter(pk__in=policies.visible_versions(user).values("pk"))]
+
+    def by_id(self, pk: int, user) -> FewShot | None:
+        from annotations import policies
+
+        version = policies.visible_versions(user).select_related("exemplar_set").filter(pk=pk).first()
         return few_shot_for_version(version) if version is not None else None
 
-    def by_name(self, spec: str) -> FewShot | None:
-        version = version_from_spec(spec)
+    def by_name(self, spec: str, user=None) -> FewShot | None:
+        from annotations import policies
+
+        version = version_from_spec(spec, versions=policies.visible_versions(user) if user is not None else None)
         return few_shot_for_version(version) if version is not None else None
 
     def default_for(self, database, *, use_evidence: bool = True) -> FewShot | None:
@@ -198,10 +204,13 @@ def published_versions():
     return ExemplarSetVersion.objects.select_related("exemplar_set").order_by("exemplar_set__name", "-number")
 
 
-def version_from_spec(spec: str) -> ExemplarSetVersion | None:
-    """``SET`` (its newest version) or ``SET:N`` / ``SET:vN``, as the command line takes it; None if absent."""
+def version_from_spec(spec: str, *, versions=None) -> ExemplarSetVersion | None:
+    """``SET`` (its newest version) or ``SET:N`` / ``SET:vN``, as the command line takes it; None if absent.
+
+    ``versions``: the versions to look in (what the user may see, from the policies); None: all (commands)."""
     name, _, number = spec.partition(":")
-    versions = ExemplarSetVersion.objects.filter(exemplar_set__name=name).order_by("-number")
+    versions = (ExemplarSetVersion.objects.all() if versions is None else versions).filter(
+        exemplar_set__name=name).order_by("-number")
     if number:
         digits = number.lstrip("v")
         if not digits.isdigit():

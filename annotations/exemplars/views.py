@@ -17,7 +17,7 @@ from agent.sql import SQLError
 from agent.strategies.prompt import estimate_tokens, render_exemplar
 from annotations import policies
 from annotations.experiments import selectors as experiment_selectors
-from annotations.models import Exemplar, ExemplarSetVersion
+from annotations.models import Exemplar
 
 from . import selectors, services
 from .forms import (
@@ -96,8 +96,8 @@ def exemplar_detail(request: HttpRequest, pk: int) -> HttpResponse:
         can_review=policies.can_review_exemplars(request.user), reviewer_role=policies.REVIEWER_ROLE,
         reviewers=list(policies.exemplar_reviewers(exemplar)[:20]) if exemplar.state == "in_review" else [],
         token_estimate=selectors.exemplar_token_estimate(exemplar),
-        versions=[v for v in ExemplarSetVersion.objects.select_related("exemplar_set").order_by("-created_at")[:200]
-                  if any(e.get("exemplar_id") == exemplar.pk for e in v.exemplars)],
+        versions=[v for v in policies.visible_versions(request.user).select_related("exemplar_set")
+                  .order_by("-created_at")[:200] if any(e.get("exemplar_id") == exemplar.pk for e in v.exemplars)],
         experiments=[experiment_selectors.experiment_summary(e, request.user) for e in
                      experiment_selectors.experiments_with_exemplar(exemplar,
                                                                     policies.visible_experiments(request.user))],
@@ -320,7 +320,9 @@ def set_new(request: HttpRequest) -> HttpResponse:
 @require_GET
 def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     exemplar_set = policies.access_exemplar_set(request.user, set_id)
-    versions = list(exemplar_set.versions.select_related("created_by").order_by("-number"))
+    versions = list(policies.visible_versions(request.user).filter(exemplar_set=exemplar_set)
+                    .select_related("created_by").order_by("-number"))
+    withheld = exemplar_set.versions.count() - len(versions)
     latest = versions[0] if versions else None
     order = {e.get("exemplar_id"): i + 1 for i, e in enumerate(latest.exemplars)} if latest else {}
     candidates = list(policies.visible_exemplars(request.user).approved().select_related("database"))
@@ -331,7 +333,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
                    for e in experiment_selectors.set_experiments(exemplar_set,
                                                                  policies.visible_experiments(request.user))[:10]]
     return render(request, "annotations/set_detail.html", {
-        "exemplar_set": exemplar_set, "versions": versions, "latest": latest, "order": order,
+        "exemplar_set": exemplar_set, "versions": versions, "latest": latest, "order": order, "withheld": withheld,
         "candidates": [(e, order.get(e.pk, "")) for e in candidates], "left_out": in_latest_not_approved,
         "tool_description": latest.tool_description if latest else "",
         "drafts": policies.visible_candidates(request.user).filter(exemplar_set=exemplar_set).order_by("-number")[:20],
@@ -370,14 +372,14 @@ def set_publish(request: HttpRequest, set_id: int) -> HttpResponse:
 @require_GET
 def version_detail(request: HttpRequest, set_id: int, number: int) -> HttpResponse:
     policies.access_exemplar_set(request.user, set_id)
-    version = get_object_or_404(ExemplarSetVersion.objects.select_related("exemplar_set", "created_by"),
-                                exemplar_set_id=set_id, number=number)
+    version = policies.access_version(request.user, set_id, number)
     items = list(zip(version.exemplars, selectors.exemplars_for_version(version), strict=True))
     return render(request, "annotations/version_detail.html", {
         "version": version, "exemplar_set": version.exemplar_set,
         "items": [(item, ex, estimate_tokens(render_exemplar(ex, use_evidence=True))) for item, ex in items],
         "token_estimate": selectors.version_token_estimate(version),
-        "others": version.exemplar_set.versions.exclude(pk=version.pk).order_by("-number")})
+        "others": policies.visible_versions(request.user).filter(exemplar_set=version.exemplar_set)
+        .exclude(pk=version.pk).order_by("-number")})
 
 
 @require_GET
@@ -387,8 +389,8 @@ def version_diff(request: HttpRequest, set_id: int) -> HttpResponse:
         a, b = int(request.GET.get("a", "")), int(request.GET.get("b", ""))
     except ValueError:
         raise Http404("Give two version numbers: ?a=1&b=2") from None
-    old = get_object_or_404(exemplar_set.versions, number=a)
-    new = get_object_or_404(exemplar_set.versions, number=b)
+    old = policies.access_version(request.user, exemplar_set.pk, a)
+    new = policies.access_version(request.user, exemplar_set.pk, b)
     return render(request, "annotations/version_diff.html", {
         "exemplar_set": exemplar_set, "old": old, "new": new, "diff": selectors.version_diff(old, new)})
 
@@ -396,8 +398,7 @@ def version_diff(request: HttpRequest, set_id: int) -> HttpResponse:
 @require_GET
 def version_preview(request: HttpRequest, set_id: int, number: int) -> HttpResponse:
     policies.access_exemplar_set(request.user, set_id)
-    version = get_object_or_404(ExemplarSetVersion.objects.select_related("exemplar_set"),
-                                exemplar_set_id=set_id, number=number)
+    version = policies.access_version(request.user, set_id, number)
     form = PreviewForm(request.GET or None, user=request.user)
     context = {"version": version, "exemplar_set": version.exemplar_set, "form": form}
     if form.is_valid():
@@ -413,8 +414,7 @@ def version_preview(request: HttpRequest, set_id: int, number: int) -> HttpRespo
 @require_GET
 def version_export(request: HttpRequest, set_id: int, number: int) -> HttpResponse:
     policies.access_exemplar_set(request.user, set_id)
-    version = get_object_or_404(ExemplarSetVersion.objects.select_related("exemplar_set", "created_by"),
-                                exemplar_set_id=set_id, number=number)
+    version = policies.access_version(request.user, set_id, number)
     response = HttpResponse(json.dumps(export_version(version), ensure_ascii=False, indent=2),
                             content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{version.exemplar_set.name}-v{version.number}.json"'

@@ -359,8 +359,8 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins
                   "options": data["options"], "trials": data["trials"], "max_concurrency": data["max_concurrency"],
                   "spend_cap": data["spend_cap"], "name": data["name"]}
         if data["baseline_version"] is not None:
-            launch["baseline_version"] = _object(candidate.exemplar_set.versions.all(), data["baseline_version"],
-                                                 "baseline_version")
+            launch["baseline_version"] = _object(policies.visible_versions(request.user).filter(
+                exemplar_set=candidate.exemplar_set), data["baseline_version"], "baseline_version")
         if data["baseline_candidate"] is not None:
             launch["baseline_candidate"] = _object(policies.visible_candidates(request.user),
                                                    data["baseline_candidate"], "baseline_candidate")

@@ -11,7 +11,6 @@ from django import forms
 from agent.forms import strategy_choices
 from annotations import policies
 from annotations.experiments.models import Candidate, Experiment, SuiteVersion
-from annotations.models import ExemplarSetVersion
 from annotations.runs.models import Dataset, Run
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+))?\s*$")
@@ -133,7 +132,7 @@ class ExperimentForm(forms.Form):
         self.fields["suite_version"].label_from_instance = (
             lambda v: f"{v.suite.name} v{v.number} ({v.question_count} questions of {v.suite.dataset.name})")
         choices = [(f"v{v.pk}", f"{exemplar_set.name} v{v.number} (published)")
-                   for v in exemplar_set.versions.order_by("-number")]
+                   for v in policies.visible_versions(user).filter(exemplar_set=exemplar_set).order_by("-number")]
         choices += [(f"c{c.pk}", f"{c} (candidate{': ' + c.title if c.title else ''})")
                     for c in policies.visible_candidates(user).filter(exemplar_set=exemplar_set,
                                                                      state=Candidate.State.OPEN)
@@ -158,7 +157,7 @@ class ExperimentForm(forms.Form):
         value = self.cleaned_data["baseline"]
         kind, pk = value[:1], value[1:]
         if kind == "v":
-            return {"baseline_version": ExemplarSetVersion.objects.get(pk=int(pk))}
+            return {"baseline_version": policies.visible_versions(self.user).get(pk=int(pk))}
         return {"baseline_candidate": policies.visible_candidates(self.user).get(pk=int(pk))}
 
     def clean(self):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -108,10 +109,12 @@ class LabelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
                                 is_final=False).exists():
             raise serializers.ValidationError({"category": ["You already gave this label."]})
         try:
-            label = services.label_toggle(item=data["item"], category=data["category"], user=request.user,
-                                          note=data["note"])
-            if data["corrected_sql"]:
-                label = services.label_update(label=label, user=request.user, corrected_sql=data["corrected_sql"])
+            with transaction.atomic():  # a refused corrected query takes the new label back with it
+                label = services.label_toggle(item=data["item"], category=data["category"], user=request.user,
+                                              note=data["note"])
+                if data["corrected_sql"]:
+                    label = services.label_update(label=label, user=request.user,
+                                                  corrected_sql=data["corrected_sql"])
         except DjangoPermissionDenied as exc:
             raise PermissionDenied(str(exc)) from exc
         except services.LabelConflict as exc:

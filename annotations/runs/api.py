@@ -244,6 +244,9 @@ class RunCreateSerializer(serializers.Serializer):
         super().__init__(*args, **kwargs)
         request = self.context.get("request")
         self.fields["dataset"].queryset = policies.visible_datasets(request.user if request else None)
+        # a version drawing on a database the user was not granted is "not found", like an unknown id
+        self.fields["exemplar_set_version"].queryset = published_versions().filter(
+            pk__in=policies.visible_versions(request.user if request else None).values("pk"))
 
 
 class RunCursorPagination(ListCursorPagination):

@@ -104,11 +104,14 @@ class RunLaunchForm(forms.Form):
         help_text="Tools switched off for every question, e.g. FindShortestPath as in the paper's Table 10 "
                   "(Interactive-T2S).")
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, user=None, **kwargs) -> None:
+        from annotations import policies
+
         super().__init__(*args, **kwargs)
         self.fields["strategy"].choices = strategy_choices()
         self.fields["without"].choices = tool_choices()
-        self.fields["exemplar_set_version"].queryset = published_versions()
+        self.fields["exemplar_set_version"].queryset = published_versions().filter(
+            pk__in=policies.visible_versions(user).values("pk"))
         self.fields["exemplar_set_version"].label_from_instance = lambda v: f"{v.exemplar_set.name} v{v.number}"
         if not self.is_bound:
             self.initial.setdefault("seed", new_seed())  # shown, so the estimate and the run use the same sample

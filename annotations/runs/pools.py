@@ -49,18 +49,19 @@ def question_key(question: DatasetQuestion) -> str:
     return f"dataset:{question.dataset_id}:{question.index}"
 
 
-def pool_from_spec(spec: str, *, datasets=None, runs=None) -> ResolvedPool:
+def pool_from_spec(spec: str, *, datasets=None, runs=None, versions=None) -> ResolvedPool:
     """The pool's source, its examples and the dataset they come from. Raises ValidationError for an unknown or
     empty pool.
 
-    ``datasets`` / ``runs``: the querysets to look in (what the launching user may see, from the policies); a
-    dataset or run outside them is unknown, with the same message. None: all (server-side commands)."""
+    ``datasets`` / ``runs`` / ``versions``: the querysets to look in (what the launching user may see, from the
+    policies); a dataset, run or set version outside them is unknown, with the same message. None: all
+    (server-side commands)."""
     spec = (spec or "").strip()
     kind, _, rest = spec.partition(":")
     if kind == "exemplars" and rest:
         from annotations.exemplars.selectors import version_from_spec
 
-        version = version_from_spec(rest)
+        version = version_from_spec(rest, versions=versions)
         if version is None:
             raise ValidationError({"pool": [f"No published version {rest!r} of an exemplar set."]})
         examples = [PoolExample(f"exemplar:{e.get('exemplar_id')}", str(e["question"]), str(e["final_sql"]),

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from agent import policies as agent_policies
 from agent.conf import agent_settings
-from agent.models import Database, DatabaseGrant, ImportJob, Workspace, name_validator
+from agent.models import NAME_UNAVAILABLE, Database, DatabaseGrant, ImportJob, Workspace, name_validator
 from agent.services import leases, uploads
 from agent.services.jobs import enqueue_on_commit
 from annotations.runs.models import Dataset
@@ -49,7 +49,7 @@ def check_dataset_name(name: str) -> None:
     except ValidationError as exc:
         raise ValidationError({"name": exc.messages}) from None
     if Dataset.objects.filter(name=name).exists():
-        raise ValidationError({"name": ["A dataset with this name exists already; choose another name."]})
+        raise ValidationError({"name": [NAME_UNAVAILABLE]})
 
 
 def dataset_upload_start(*, kind: str, name: str, user, archive: UploadedFile | None = None,

@@ -74,7 +74,7 @@ def dataset_detail(request: HttpRequest, name: str) -> HttpResponse:
             else:
                 messages.success(request, f"Imported: {counts['text']}. Evaluating…")
             return redirect(run)
-    launch = RunLaunchForm(prefix="launch")
+    launch = RunLaunchForm(prefix="launch", user=request.user)
     by_db = dataset.questions.values("db_id", "database__name").order_by("db_id")
     databases: dict[str, dict] = {}
     for row in by_db:
@@ -93,7 +93,7 @@ def dataset_detail(request: HttpRequest, name: str) -> HttpResponse:
 def run_launch(request: HttpRequest, name: str) -> HttpResponse:
     dataset = policies.access_dataset(request.user, name)
     policies.check_can_launch_run(request.user, dataset)
-    form = RunLaunchForm(request.POST, prefix="launch")
+    form = RunLaunchForm(request.POST, prefix="launch", user=request.user)
     if form.is_valid():
         data = form.cleaned_data
         try:
@@ -117,7 +117,7 @@ def run_estimate(request: HttpRequest, name: str) -> HttpResponse:
     """The launch form's estimate (htmx, on every change): questions, prompt tokens and cost; nothing is stored."""
     dataset = policies.access_dataset(request.user, name)
     policies.check_can_launch_run(request.user, dataset)
-    form = RunLaunchForm(request.GET, prefix="launch")
+    form = RunLaunchForm(request.GET, prefix="launch", user=request.user)
     form.is_valid()  # an incomplete form (no name yet) still has the choices the estimate needs
     data = form.cleaned_data
     estimate = None

@@ -131,6 +131,7 @@ def test_account_page_and_api_show_budget_use_and_what_is_left(spider_database, 
 
 
 def test_ask_says_what_is_left_only_when_there_is_a_limit(user, user_client, settings):
+    settings.T2S = {**settings.T2S, "DAILY_TOKEN_BUDGET": 0}  # no limit (a fresh install has one)
     assert 'id="budget-left"' not in user_client.get("/ask/").content.decode()
     settings.T2S = {**settings.T2S, "DAILY_TOKEN_BUDGET": 1234}
     html = user_client.get("/ask/").content.decode()

@@ -121,6 +121,6 @@ def test_admin_works_for_the_database_model(staff_client, demo_database):
 
 def test_registering_a_name_already_taken_is_refused_in_the_browser(staff_client, demo_database, chinook_copy):
     response = staff_client.post(reverse("database_register"), {"name": "chinook", "location": str(chinook_copy)})
-    assert "already registered" in response.content.decode()
+    assert "This name is not available" in response.content.decode()
     demo_database.refresh_from_db()
     assert demo_database.location != str(chinook_copy)  # the existing registration is untouched

@@ -78,7 +78,7 @@ def test_a_name_already_registered_is_refused_before_storing(client, data_admin,
                                                             tmp_path):
     response = client.post("/databases/upload/", {"name": "chinook",
                                                   "file": SimpleUploadedFile("x.sqlite", sqlite_bytes(tmp_path))})
-    assert "already registered" in response.content.decode()
+    assert "This name is not available" in response.content.decode()
     assert files_in(upload_dir) == []
     assert Database.objects.get(name="chinook").is_demo
 

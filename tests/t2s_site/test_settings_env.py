@@ -44,7 +44,7 @@ def test_environment_variables_reach_the_apps_settings(tmp_path: Path) -> None:
     assert got["UPLOAD_MAX_DATABASE_BYTES"] == 3 * 1024 * 1024
     assert got["DEFAULT_ROLES"] == ["Viewer", "Annotator"]
     assert got["DATA_DIRS"] == ["/srv/a", "/srv/b"]
-    assert got["DAILY_TOKEN_BUDGET"] == 0  # empty: the default
+    assert got["DAILY_TOKEN_BUDGET"] == 2_000_000  # empty: the default, a bounded one
 
 
 def test_without_variables_the_apps_defaults_apply_under_the_var_dir(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ class Command(BaseCommand):
             opts["max_rounds"] = max_rounds
         if exemplars and zero_shot:
             raise CommandError("--exemplars and --zero-shot exclude each other.")
-        version = self._version(exemplars) if exemplars else None
+        version = self._version(exemplars, account) if exemplars else None
         try:
             session = sessions.session_create(database=db, question=question, evidence=evidence, strategy=strategy,
                                               options=opts, few_shot=version, zero_shot=zero_shot,
@@ -74,8 +74,8 @@ class Command(BaseCommand):
         self.stdout.write(f"Session #{session.pk} queued." if not inline else f"Session #{session.pk}.")
         return session
 
-    def _version(self, spec: str) -> FewShot:
-        found = few_shot.by_name(spec)
+    def _version(self, spec: str, account) -> FewShot:
+        found = few_shot.by_name(spec, account)
         if found is None:
             raise CommandError(f"No published version {spec!r} of an exemplar set.")
         return found

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from agent import policies as agent_policies
 from agent import services as agent_services
 from agent.hygiene import clean_instance
-from agent.models import Database
+from agent.models import Database, names_unavailable
 from agent.services import locations as agent_locations
 from agent.textclean import JSONTooDeep, json_loads
 from annotations.evaluation import (
@@ -177,12 +177,12 @@ def dataset_import(*, kind: str, path: str | Path, name: str, register_databases
                 differ.append(existing.name)
             else:
                 attached.add(existing.name)  # the same database, registered already: the upload's copy is unused
-        if taken or differ:
-            raise ValidationError(" ".join(filter(None, [
-                f"Databases already registered under these names: {', '.join(sorted(taken))}." if taken else "",
-                f"Registered under these names with other tables or columns than the uploaded files: "
-                f"{', '.join(sorted(differ))}." if differ else "",
-                "Nothing was imported; rename them or ask a Data admin."])))
+        if taken:  # held by databases this user cannot see: said as if they did not exist
+            raise ValidationError(names_unavailable(taken))
+        if differ:
+            raise ValidationError(f"Registered under these names with other tables or columns than the uploaded "
+                                  f"files: {', '.join(sorted(differ))}. Nothing was imported; rename them or ask a "
+                                  "Data admin.")
     databases: dict[str, Database | None] = {}
     for db_id in sorted(db_ids):
         sqlite = db_root / db_id / f"{db_id}.sqlite" if db_root else None

@@ -65,6 +65,9 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
     """
     if strategy not in STRATEGIES:
         raise ValidationError({"strategy": [f"Unknown strategy; choose one of {', '.join(sorted(STRATEGIES))}."]})
+    if exemplar_set_version is not None and user is not None and not policies.can_see_version(
+            user, exemplar_set_version):  # drawn on a database the launcher was not granted: unknown to them
+        raise ValidationError({"exemplar_set_version": ["No such exemplar set version."]})
     if paper_replica:
         if strategy != session_services.DEFAULT_EXEMPLARS_STRATEGY or zero_shot:
             raise ValidationError("The paper-replica preset is the Interactive-T2S agent with the paper's exemplars.")
@@ -105,7 +108,8 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
     if pool:
         # Through the web and the API, a pool is drawn only from datasets and runs the launcher may see.
         resolved = (pool_from_spec(pool) if user is None else
-                    pool_from_spec(pool, datasets=policies.visible_datasets(user), runs=policies.visible_runs(user)))
+                    pool_from_spec(pool, datasets=policies.visible_datasets(user), runs=policies.visible_runs(user),
+                                   versions=policies.visible_versions(user)))
         stored = session_services.example_pool_store(source=resolved.source, examples=resolved.examples)
         rule = resolved.rule_for(dataset)
         pool_snapshot = {**session_services.example_pool_snapshot(stored), "spec": pool, "rule": rule,

@@ -37,13 +37,14 @@ def version(demo_database, django_user_model):
 
 @pytest.mark.parametrize("profile", ["default", "paper"])
 def test_an_exemplar_renders_identically_in_the_prompt_and_as_live_observations(profile, demo_database, version,
-                                                                                replay_llm):
+                                                                                replay_llm, django_user_model):
     # The model replays the exemplar's own calls: each live observation must be the exemplar's, character
     # for character, in the session's profile.
+    asker = django_user_model.objects.create_user("asker", password="pw-asker-123")  # Viewer and Asker
     server = replay_llm([f"Thought: Step {i}.\nAction: {a}" for i, a in enumerate(ACTIONS)]
                         + ["Thought: Done.\nAction: Done"])
     session = sessions.session_create(database=demo_database, question="Which albums has AC/DC made?",
-                                      few_shot=few_shot_for_version(version),
+                                      few_shot=few_shot_for_version(version), user=asker,
                                       options={"observation_profile": profile},
                                       enqueue=False)
     assert session.config["exemplar_warnings"] == []

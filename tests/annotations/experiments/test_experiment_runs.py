@@ -109,7 +109,7 @@ def test_a_candidate_is_never_offered_where_published_versions_are(shop, team, m
     from agent.services import few_shot
 
     assert ExemplarSetVersion.objects.count() == exemplar_set.versions.count() + 3  # the paper's three sets
-    assert [label for _, label in few_shot.choices() if "team" in label] == ["team v1 (1 exemplars)"]
+    assert [label for _, label in few_shot.choices(curator) if "team" in label] == ["team v1 (1 exemplars)"]
     assert exemplar_selectors.version_from_spec("team").number == 1
     assert all(v.exemplar_set.name != "team" or v.number == 1 for v in exemplar_selectors.published_versions())
 

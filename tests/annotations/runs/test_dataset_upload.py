@@ -112,7 +112,7 @@ def test_an_upload_never_re_points_a_registered_database(client, operator, uploa
     Database.objects.create(name="concert_singer", engine="sqlite", location=str(theirs))
     job = run_job(upload(client, kind="spider", name="small",
                          archive=SimpleUploadedFile("s.zip", spider_zip(tmp_path))))
-    assert job.status == "failed" and "already registered" in job.error
+    assert job.status == "failed" and "names are not available" in job.error
     assert Database.objects.get(name="concert_singer").location == str(theirs)
     assert not Dataset.objects.exists()
 
@@ -129,7 +129,7 @@ def test_an_oversized_upload_is_refused_before_anything_is_stored(client, operat
 def test_a_taken_name_or_no_file_is_a_form_error(client, operator, tmp_path):
     Dataset.objects.create(name="taken", kind="spider", source_path="/x")
     response = upload(client, kind="spider", name="taken", archive=SimpleUploadedFile("s.zip", spider_zip(tmp_path)))
-    assert "exists already" in response.content.decode()
+    assert "This name is not available" in response.content.decode()
     response = upload(client, kind="spider", name="none")
     assert "Upload either a zip archive" in response.content.decode()
     assert not ImportJob.objects.exists()
