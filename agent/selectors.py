@@ -230,3 +230,15 @@ def workspace_overview(*, workspace, user) -> dict:
 def strategy_list() -> list[dict]:
     """Every strategy with every option it takes, as declared once in its config (type, default, bounds, help)."""
     return [{"name": name, "options": option_specs(cls.config_class)} for name, cls in sorted(STRATEGIES.items())]
+
+
+def access_granters(*, limit: int = 5) -> list[str]:
+    """Who can give roles and grant databases (active Data admins, else superusers): named on refusal pages."""
+    from django.contrib.auth import get_user_model
+
+    from agent.roles import DATA_ADMIN
+
+    users = get_user_model().objects.filter(is_active=True)
+    names = list(users.filter(groups__name=DATA_ADMIN).order_by("username")
+                 .values_list("username", flat=True).distinct()[:limit])
+    return names or list(users.filter(is_superuser=True).order_by("username").values_list("username", flat=True)[:limit])
