@@ -18,6 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from agent import selectors as agent_selectors
 from agent.templatetags.studio import format_figure as figure
 from agent.textclean import csv_dict_writer, csv_writer
 from annotations import policies
@@ -421,7 +422,10 @@ def overview(request: HttpRequest) -> HttpResponse:
     return render(request, "annotations/labels/overview.html", {
         "across": selectors.runs_distribution(runs=policies.visible_runs(request.user), user=request.user),
         "acceptance": selectors.suggestion_acceptance(runs=policies.visible_runs(request.user)),
-        "queues": selectors.queues_for_user(user=request.user)[:20]})
+        "queues": selectors.queues_for_user(user=request.user)[:20],
+        # what the people who asked said of their answers (the session pages' Right / Wrong)
+        "verdicts": agent_selectors.answer_feedback_counts(viewer=request.user),
+        "wrong_answers": agent_selectors.answer_feedback_recent(viewer=request.user, verdict="wrong")})
 
 
 def export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
