@@ -160,7 +160,7 @@ EXPECTATIONS: dict[str, Rule] = {
     "session-turns": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.session.pk}, scoped=True, api=True),
     # exemplars (the Annotator user wrote the world's exemplar; Curators edit and review anyone's)
     "exemplars:exemplar_list": Rule({"GET": ALL}),
-    "exemplars:exemplar_new": Rule({"POST": only(ANNOTATOR, CURATOR)}),
+    "exemplars:exemplar_new": Rule({"GET": only(ANNOTATOR, CURATOR), "POST": only(ANNOTATOR, CURATOR)}),
     "exemplars:exemplar_detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.exemplar.pk}, scoped=True),
     "exemplars:exemplar_edit": Rule({"POST": only(ANNOTATOR, CURATOR)}, kwargs=lambda w: {"pk": w.exemplar.pk},
                                     scoped=True),
@@ -182,7 +182,7 @@ EXPECTATIONS: dict[str, Rule] = {
     "exemplars:promote_session": Rule({"POST": only(ANNOTATOR, CURATOR)}, kwargs=lambda w: {"session_id": w.session.pk},
                                       scoped=True),
     "exemplars:set_list": Rule({"GET": ALL}),
-    "exemplars:set_new": Rule({"POST": only(CURATOR)}),
+    "exemplars:set_new": Rule({"GET": only(CURATOR), "POST": only(CURATOR)}),
     "exemplars:set_upload": Rule({"GET": only(CURATOR), "POST": only(CURATOR)}),
     "exemplars:set_detail": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}),
     "exemplars:set_publish": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}),

@@ -91,7 +91,7 @@ def test_toggle_adds_and_removes_and_accepts_shown_suggestions(annotators, tiny_
     assert label.taxonomy_version == selectors.default_taxonomy_version() and label.note == "n"
     assert services.label_toggle(item=it, category=category("distinct"), user=alice) is None
     assert not Label.objects.exists()
-    rates = {r["key"]: r for r in selectors.suggestion_acceptance(run=tiny_run)}
+    rates = {r["key"]: r for r in selectors.suggestion_acceptance(run=tiny_run, user=alice)}
     assert rates["distinct"]["accepted"] == 1 and rates["distinct"]["rate"] == 100.0
     assert rates["format"]["accepted"] == 0 and rates["format"]["rate"] == 0.0
 
