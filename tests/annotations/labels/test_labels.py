@@ -263,7 +263,7 @@ def test_queue_pages_dashboard_chart_csv_and_exports(annotators, tiny_run, staff
     first = client.get(reverse("labels:queue_next", args=[queue.pk]))
     assert first.url == reverse("labels:review", args=[item(tiny_run, 1).pk]) + f"?queue={queue.pk}"
     services.label_toggle(item=item(tiny_run, 1), category=category("distinct"), user=staff)
-    assert b"1 / 4 labelled" in client.get(queue.get_absolute_url()).content
+    assert b"1 / 4 complete" in client.get(queue.get_absolute_url()).content
     todo = client.get(queue.get_absolute_url() + "?show=todo").content.decode()
     assert "Which countries" not in todo and "older than 35" in todo
     dashboard = client.get(reverse("labels:dashboard", args=[tiny_run.pk])).content.decode()
