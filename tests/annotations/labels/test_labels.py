@@ -114,7 +114,7 @@ def test_two_annotators_on_one_question_of_a_single_annotator_queue(annotators, 
     Reservation.objects.filter(user=alice).update(expires_at="2000-01-01T00:00:00Z")
     with pytest.raises(services.LabelConflict):
         services.label_toggle(item=it, category=category("format"), user=bob)
-    assert selectors.queue_progress(queue=queue, user=alice) == {"total": 4, "labelled": 1, "mine": 1, "percent": 25}
+    assert selectors.queue_progress(queue=queue, user=alice) == {"total": 4, "complete": 1, "mine": 1, "left": 3, "needed": 1, "percent": 25}
 
 
 def test_the_limit_is_shown_as_a_clear_message_on_the_page(annotators, tiny_run, staff, client):
