@@ -132,3 +132,10 @@ def can_ask(user) -> bool:
     from agent import policies
 
     return policies.can_ask(user)
+
+
+@register.filter
+def can_cancel_session(user, session) -> bool:
+    from agent import policies
+
+    return policies.can_cancel_session(user, session)

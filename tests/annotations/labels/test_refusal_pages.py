@@ -76,3 +76,19 @@ def test_the_403_page_in_a_browser_names_the_reason_and_keeps_the_navigation(
     assert "dora" in page.inner_text("#who-grants")
     page.click("nav >> text=Labels")  # the app goes on from the refusal
     page.wait_for_url("**/labels/")
+
+
+def test_run_and_session_controls_are_offered_only_to_those_who_may_use_them(client, tiny_run, user, demo_database):
+    from agent.roles import OPERATOR
+    from tests.conftest import give_roles
+
+    type(tiny_run).objects.filter(pk=tiny_run.pk).update(source="agent")
+    client.force_login(user)  # Viewer and Asker
+    page = client.get(tiny_run.get_absolute_url()).content.decode()
+    assert "Resume</button>" not in page and "Re-evaluate</button>" not in page
+    give_roles(user, OPERATOR)
+    page = client.get(tiny_run.get_absolute_url()).content.decode()
+    assert "Resume</button>" in page and "Re-evaluate</button>" in page
+    # A session someone else asked, still running: no Cancel for a bystander.
+    session = AgentSession.objects.create(database=demo_database, question="Still thinking?", status="running")
+    assert "Cancel</button>" not in client.get(session.get_absolute_url()).content.decode()
