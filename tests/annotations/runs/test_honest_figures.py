@@ -79,6 +79,8 @@ def test_subset_scored_runs_are_marked_on_the_runs_list_and_compare_buckets_show
     client.force_login(user)
     listed = client.get(reverse("runs:run_list")).content.decode()
     assert listed.count("subset-badge") == 1 and "subset: 3 of 3 questions" in listed
+    assert "subset-badge" in client.get(subset.get_absolute_url()).content.decode()
+    assert "subset-badge" not in client.get(full.get_absolute_url()).content.decode()
     compare = client.get(reverse("runs:run_compare"), {"a": subset.pk, "b": full.pk}).content.decode()
     assert "subset-badge" in compare
     assert '<span class="small muted bucket-count">1/1</span>' in compare
