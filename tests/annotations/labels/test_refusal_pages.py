@@ -92,3 +92,13 @@ def test_run_and_session_controls_are_offered_only_to_those_who_may_use_them(cli
     # A session someone else asked, still running: no Cancel for a bystander.
     session = AgentSession.objects.create(database=demo_database, question="Still thinking?", status="running")
     assert "Cancel</button>" not in client.get(session.get_absolute_url()).content.decode()
+
+
+def test_a_server_error_is_a_page_of_the_app_and_json_on_the_api(rf):
+    from agent.views.errors import server_error
+
+    page = server_error(rf.get("/runs/1/"))
+    assert page.status_code == 500 and b"Something went wrong on our side" in page.content
+    assert b"t2s-studio</strong>" in page.content  # the app's header
+    api = server_error(rf.get("/api/runs/1/"))
+    assert api.status_code == 500 and api["Content-Type"] == "application/json"
