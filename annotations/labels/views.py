@@ -120,6 +120,9 @@ def review(request: HttpRequest, item_id: int) -> HttpResponse:
         "review_start": can_label and not conflict,
         "can_write_exemplar": item.ex is False and policies.can_author_exemplars(request.user),
     }
+    # Verdicts given on the session page (right / wrong, a corrected query) follow the labels' blindness.
+    context["verdicts"] = [f for f in (item.session.feedback.select_related("author") if item.session_id else [])
+                           if f.author_id == request.user.pk or not context["others_hidden"]]
     return render(request, "annotations/labels/review.html", context)
 
 

@@ -109,3 +109,23 @@ def test_suggestion_acceptance_in_a_blind_queue_shows_no_one_elses_labels_until_
     services.label_toggle(item=target, category=category("reasoning"), user=bob)
     services.labels_reveal(item=target, user=bob)
     assert shown(bob) == {"selected_column": (1, 1)}
+
+
+def test_verdicts_on_a_run_answer_reach_its_review_page_as_blind_as_labels(client, annotators, tiny_run, double):
+    from agent.models import AgentSession, AnswerFeedback
+
+    alice, bob, _ = annotators
+    target = tiny_run.items.filter(ex=False).first()
+    target.session = AgentSession.objects.create(database=target.question.database, question="q",
+                                                 status="answered", final_sql=target.predicted_sql)
+    target.save(update_fields=["session"])
+    AnswerFeedback.objects.create(session=target.session, author=alice, verdict="wrong",
+                                  corrected_sql="SELECT DISTINCT country FROM singer")
+    url = reverse("labels:review", args=[target.pk]) + f"?queue={double.pk}"
+    client.force_login(alice)
+    assert "SELECT DISTINCT country FROM singer</code>" in client.get(url).content.decode()
+    client.force_login(bob)  # blind: not before he labelled and revealed
+    assert 'id="answer-verdicts"' not in client.get(url).content.decode()
+    services.label_toggle(item=target, category=category("reasoning"), user=bob)
+    services.labels_reveal(item=target, user=bob)
+    assert "by alice" in client.get(url).content.decode()
