@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent', '0021_agentsession_waiting_for_llm_since'),
+        ('agent', '0023_workspaces'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

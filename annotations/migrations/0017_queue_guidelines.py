@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotations', '0014_remove_run_dispatched_at'),
+        ('annotations', '0016_workspaces_and_exemplar_hash'),
     ]
 
     operations = [
