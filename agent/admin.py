@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from agent import services
 from agent.models import (
     AgentSession,
+    AnswerFeedback,
     AskPreference,
     AuditEntry,
     Database,
@@ -189,6 +190,15 @@ class ImportJobAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "kind", "name", "status", "done", "total", "created_by")
     list_filter = ("kind", "status")
     search_fields = ("name",)
+
+
+@admin.register(AnswerFeedback)
+class AnswerFeedbackAdmin(ReadOnlyAdmin):
+    """Verdicts are given on the session pages (a corrected query must run read-only there first): read-only here."""
+
+    list_display = ("session", "author", "verdict", "updated_at")
+    list_filter = ("verdict",)
+    raw_id_fields = ("session",)
 
 
 @admin.register(AskPreference)

@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
@@ -21,13 +21,14 @@ from agent.api_permissions import PolicyPermission
 from agent.models import (
     TURN_RECORD_FIELDS,
     AgentSession,
+    AnswerFeedback,
     Database,
     ImportJob,
     Turn,
     Workspace,
     WorkspaceMembership,
 )
-from agent.services import few_shot, uploads
+from agent.services import feedback, few_shot, uploads
 from agent.services import sessions as session_services
 from agent.services import workspaces as workspace_services
 from agent.strategies import FewShot
@@ -160,7 +161,7 @@ class SessionSerializer(serializers.ModelSerializer):
         fields = ["id", "database", "question", "evidence", "strategy", "config", "status", "final_sql", "result",
                   "error", "rounds", "tool_calls", "prompt_tokens", "completion_tokens", "cost", "llm_latency_ms",
                   "tool_latency_ms", "elapsed_ms", "cancel_requested", "attempts", "created_by", "created_at",
-                  "started_at", "finished_at", "waiting_for_llm_since"]
+                  "started_at", "finished_at", "waiting_for_llm_since", "follow_up_of"]
         read_only_fields = fields
 
 
@@ -170,6 +171,32 @@ class SessionDetailSerializer(SessionSerializer):
     class Meta(SessionSerializer.Meta):
         fields = [*SessionSerializer.Meta.fields, "turns"]
         read_only_fields = fields
+
+
+class AnswerFeedbackSerializer(serializers.ModelSerializer):
+    author = serializers.StringRelatedField()
+
+    class Meta:
+        model = AnswerFeedback
+        fields = ["id", "session", "author", "verdict", "corrected_sql", "corrected_preview", "note", "created_at",
+                  "updated_at"]
+        read_only_fields = fields
+
+
+class AnswerFeedbackInSerializer(serializers.Serializer):
+    verdict = serializers.ChoiceField(choices=AnswerFeedback.Verdict.choices)
+    corrected_sql = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=True)
+    note = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+
+
+class FollowUpSerializer(serializers.Serializer):
+    question = serializers.CharField(max_length=5000)
+
+
+class AnswerRowsSerializer(serializers.Serializer):
+    columns = serializers.ListField(child=serializers.CharField())
+    rows = serializers.ListField(child=serializers.ListField())
+    total_rows = serializers.IntegerField()
 
 
 class SessionCreateSerializer(serializers.Serializer):
@@ -239,7 +266,9 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
     and ``?q=`` (question contains)."""
 
     permission_classes = [permissions.IsAuthenticated, PolicyPermission]
-    write_policies = {"create": policies.can_ask, "cancel": policies.can_view}  # cancel: checked per session
+    # cancel and feedback: checked per session
+    write_policies = {"create": policies.can_ask, "cancel": policies.can_view, "feedback": policies.can_view,
+                      "follow_up": policies.can_ask}
     pagination_class = SessionCursorPagination
 
     def get_queryset(self):
@@ -256,7 +285,9 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
                                       strategy=params.get("strategy"), model=params.get("model"),
                                       q=(params.get("q") or "")[:500])
 
-    @extend_schema(responses={200: TurnSerializer(many=True)})
+    @extend_schema(responses={200: TurnSerializer(many=True)}, parameters=[OpenApiParameter(
+        "after", OpenApiTypes.INT, description="Only the turns after this index (a live client polls with the last "
+                                               "index it has).")])
     @action(detail=True, methods=["get"], pagination_class=TurnCursorPagination)
     def turns(self, request: Request, pk: str | None = None) -> Response:
         """The session's turns in order, by cursor; ``?after=<index>`` returns only later turns (a live client
@@ -291,6 +322,47 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
         policies.check_can_cancel_session(request.user, session)
         session = session_services.session_cancel(session=session)
         return Response(SessionSerializer(session).data)
+
+
+    @extend_schema(methods=["GET"], responses={200: AnswerFeedbackSerializer(many=True)})
+    @extend_schema(methods=["POST"], request=AnswerFeedbackInSerializer, responses={200: AnswerFeedbackSerializer})
+    @action(detail=True, methods=["get", "post"], pagination_class=None)
+    def feedback(self, request: Request, pk: str | None = None) -> Response:
+        """Verdicts on the session's answer (right or wrong, with the corrected SQL and its first rows); ``POST``
+        sets yours (the person who asked, or an Annotator). A corrected query is kept only once it ran read-only."""
+        session = self.get_object()
+        if request.method == "GET":
+            rows = session.feedback.select_related("author")
+            return Response(AnswerFeedbackSerializer(rows, many=True).data)
+        policies.check_can_give_feedback(request.user, session)
+        incoming = AnswerFeedbackInSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        row = service_call(feedback.answer_feedback_set, session=session, user=request.user,
+                           **incoming.validated_data)
+        return Response(AnswerFeedbackSerializer(row).data)
+
+    @extend_schema(responses={200: AnswerRowsSerializer})
+    @action(detail=True, methods=["get"], url_path="rows", pagination_class=None)
+    def answer_rows(self, request: Request, pk: str | None = None) -> Response:
+        """The answer's rows: the final query run again read-only, up to the query row limit (the session keeps
+        only its first rows). The page offers the same as CSV."""
+        result = service_call(feedback.answer_rows, session=self.get_object())
+        data = result.to_json()
+        return Response({"columns": data["columns"], "rows": data["rows"], "total_rows": data["total_rows"]})
+
+    @extend_schema(request=FollowUpSerializer, responses={201: SessionSerializer})
+    @action(detail=True, methods=["post"], url_path="follow-up")
+    def follow_up(self, request: Request, pk: str | None = None) -> Response:
+        """A follow-up question: a new session on the same database and strategy, linked to this one
+        (``follow_up_of``), whose prompt carries the earlier questions and answers."""
+        parent = self.get_object()
+        policies.check_can_follow_up(request.user, parent)
+        incoming = FollowUpSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        session = service_call(session_services.session_create, database=parent.database,
+                               question=incoming.validated_data["question"], strategy=parent.strategy,
+                               user=request.user, follow_up_of=parent)
+        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
 
 class BudgetSerializer(serializers.Serializer):

@@ -4,6 +4,7 @@ from dataclasses import fields
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 
 from agent import policies
 from agent.models import AgentSession, AuditEntry, Database, WorkspaceMembership, name_validator
@@ -26,8 +27,9 @@ def add_service_errors(form: forms.Form, exc: ValidationError) -> None:
         form.add_error(field if field in form.fields else None, messages)
 
 
-def few_shot_choices(user=None) -> list[tuple[object, str]]:
-    return [("", "the paper's set for this database (default)"), *few_shot.choices(user)]
+def few_shot_choices(user=None, database=None) -> list[tuple[object, str]]:
+    """The sets ``user`` may pick; for a database, only those usable on it (no BIRD set for Chinook)."""
+    return [("", "the paper's set for this database (default)"), *few_shot.choices(user, database)]
 
 
 def tool_choices() -> list[tuple[str, str]]:
@@ -95,6 +97,8 @@ class AskForm(forms.Form):
     strategy = forms.ChoiceField(choices=strategy_choices)
     exemplar_set_version = forms.TypedChoiceField(
         choices=few_shot_choices, coerce=int, required=False, empty_value=None, label="Exemplar set",
+        error_messages={"invalid_choice": "This exemplar set is not usable on this database (the paper's BIRD "
+                                          "sets are for BIRD databases); choose another."},
         help_text="Few-shot trajectories from a published set version. Interactive-T2S uses the paper's 2-shot "
                   "set (Spider, or BIRD for a BIRD database) unless you pick another or ask for zero-shot.")
     zero_shot = forms.BooleanField(required=False, label="Zero-shot (no exemplars)")
@@ -114,10 +118,22 @@ class AskForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["database"].iterator = OnceModelChoiceIterator
         self.fields["database"].queryset = policies.visible_databases(user).ready()
+        # Choosing another database re-reads the exemplar sets usable on it (the Ask page, by htmx).
+        self.fields["database"].widget.attrs.update({
+            "hx-get": reverse("ask"), "hx-trigger": "change", "hx-target": "#exemplar-set-field",
+            "hx-select": "#exemplar-set-field", "hx-swap": "outerHTML"})
         # Read once per form, when first needed (a callable's choices are read again at every look: rendering,
         # validation); each form has its own cache, so a version published since shows on the next page.
-        self.fields["exemplar_set_version"].choices = functools.cache(functools.partial(few_shot_choices, user))
         self.user = user
+        self.fields["exemplar_set_version"].choices = functools.cache(
+            functools.partial(few_shot_choices, user, self._chosen_database()))
+
+    def _chosen_database(self) -> Database | None:
+        """The database the form is on (posted, else initial): the exemplar sets offered are those usable on it."""
+        name = self.data.get("database") if self.is_bound else self.initial.get("database")
+        if not name:
+            return None
+        return self.fields["database"].queryset.filter(name=name).first()
 
     def few_shot(self) -> FewShot | None:
         """The chosen version's exemplars as the session takes them (None: zero-shot)."""

@@ -368,6 +368,9 @@ class AgentSession(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    follow_up_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="follow_ups",
+        help_text="The session this one continues: its question and answer (and those before it) are in the prompt.")
 
     objects = AgentSessionQuerySet.as_manager()
 
@@ -688,3 +691,34 @@ class AuditEntry(models.Model):
     def __str__(self) -> str:
         when = f"{self.created_at:%Y-%m-%d %H:%M} " if self.created_at else ""
         return f"{when}{self.actor_name or 'system'} {self.action} {self.target}"
+
+
+class AnswerFeedback(models.Model):
+    """A person's verdict on a session's answer: right or wrong, optionally with the SQL that would be right.
+
+    One per session and author (a change replaces it). A corrected query is kept only once it ran read-only
+    (through the connector's guard, which refuses what it cannot check), with its first rows."""
+
+    class Verdict(models.TextChoices):
+        RIGHT = "right", "Right"
+        WRONG = "wrong", "Wrong"
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="feedback")
+    author = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="answer_feedback")
+    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    corrected_sql = models.TextField(blank=True)
+    corrected_preview = models.JSONField(null=True, blank=True, help_text="The corrected query's first rows.")
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["session", "-updated_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "author"], name="unique_answer_feedback_per_author"),
+            models.CheckConstraint(condition=models.Q(verdict__in=["right", "wrong"]),
+                                   name="answer_feedback_verdict_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"session {self.session_id}: {self.verdict} by {self.author}"

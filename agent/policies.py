@@ -184,6 +184,23 @@ def check_can_cancel_session(user, session: AgentSession) -> None:
         raise PermissionDenied("Only the person who asked can cancel this session.")
 
 
+def can_give_feedback(user, session: AgentSession) -> bool:
+    """Say whether an answer is right: the person who asked, and those who label answers (Annotators)."""
+    return _active(user) and (session.created_by_id == user.pk or user.has_perm("annotations.add_label")
+                              or user.has_perm("agent.change_agentsession"))
+
+
+def check_can_give_feedback(user, session: AgentSession) -> None:
+    if not can_give_feedback(user, session):
+        raise PermissionDenied("Only the person who asked, or an Annotator, can mark this answer right or wrong.")
+
+
+def check_can_follow_up(user, session: AgentSession) -> None:
+    """A follow-up is a new question (it spends LLM tokens): the Asker role, on a session one can see."""
+    if not can_ask(user):
+        raise PermissionDenied("Asking a follow-up question needs the Asker role.")
+
+
 def access_import_job(user, pk: int) -> ImportJob:
     """An upload's import job: its uploader's (and superusers'); anyone else gets 404."""
     jobs = ImportJob.objects.all() if can_view(user) and user.is_superuser else \

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, time, timedelta
 
-from django.db.models import F
+from django.db.models import Count, F
 from django.utils import timezone
 
+from agent import policies
 from agent.keyset import KeysetPage, SortKey, paginate
-from agent.models import Database, Turn
+from agent.models import AnswerFeedback, Database, Turn
 from agent.services import open_connector
 from agent.sql import Limits, QueryResult, SchemaInfo, TableInfo
 from agent.strategies import STRATEGIES
@@ -230,3 +231,32 @@ def workspace_overview(*, workspace, user) -> dict:
 def strategy_list() -> list[dict]:
     """Every strategy with every option it takes, as declared once in its config (type, default, bounds, help)."""
     return [{"name": name, "options": option_specs(cls.config_class)} for name, cls in sorted(STRATEGIES.items())]
+
+
+def access_granters(*, limit: int = 5) -> list[str]:
+    """Who can give roles and grant databases (active Data admins, else superusers): named on refusal pages."""
+    from django.contrib.auth import get_user_model
+
+    from agent.roles import DATA_ADMIN
+
+    users = get_user_model().objects.filter(is_active=True)
+    names = list(users.filter(groups__name=DATA_ADMIN).order_by("username")
+                 .values_list("username", flat=True).distinct()[:limit])
+    return names or list(users.filter(is_superuser=True).order_by("username").values_list("username", flat=True)[:limit])
+
+
+def answer_feedback_recent(*, viewer, verdict: str | None = None, limit: int = 20):
+    """Verdicts on answers of sessions the viewer may see, newest first, with their sessions and authors."""
+    qs = AnswerFeedback.objects.filter(session__in=policies.visible_sessions(viewer))
+    if verdict:
+        qs = qs.filter(verdict=verdict)
+    return qs.select_related("session", "session__database", "author").order_by("-updated_at")[:limit]
+
+
+def answer_feedback_counts(*, viewer) -> dict[str, int]:
+    """How many answers the viewer may see were judged right and wrong (one verdict per person and answer)."""
+    rows = (AnswerFeedback.objects.filter(session__in=policies.visible_sessions(viewer))
+            .values("verdict").annotate(n=Count("id")))
+    counts = {"right": 0, "wrong": 0}
+    counts.update({r["verdict"]: r["n"] for r in rows})
+    return counts

@@ -172,14 +172,24 @@ def _open_items(user):
 def hide_blind_labels(user, labels: QuerySet[Label], *, run_ids=None) -> QuerySet[Label]:
     """``labels`` without those ``user`` may not see yet: other annotators' labels on questions of a blind queue
     that are neither adjudicated nor revealed to them. Used by every page, export and API that lists labels."""
+    return _hide_blind(user, labels, owner="annotator_id", run_ids=run_ids)
+
+
+def hide_blind_suggestion_events(user, events: QuerySet, *, run_ids=None) -> QuerySet:
+    """Suggestion events without those that would tell ``user`` another annotator's labels: an event is marked
+    accepted when its annotator then gave that label, so the acceptance figures follow the labels' blindness."""
+    return _hide_blind(user, events, owner="user_id", run_ids=run_ids)
+
+
+def _hide_blind(user, rows: QuerySet, *, owner: str, run_ids=None) -> QuerySet:
     if can_adjudicate(user):
-        return labels
+        return rows
     blind = blind_items(run_ids=run_ids)
     if blind is None:
-        return labels
-    own = Q(annotator_id=user.pk) if _active(user) else Q(pk__in=[])
+        return rows
+    own = Q(**{owner: user.pk}) if _active(user) else Q(pk__in=[])
     # the ids, not a subquery: inside the overview's grouped count PostgreSQL planned the subquery 20x slower
-    return labels.exclude(Q(item_id__in=list(blind.values_list("pk", flat=True))) & ~own & ~_open_items(user))
+    return rows.exclude(Q(item_id__in=list(blind.values_list("pk", flat=True))) & ~own & ~_open_items(user))
 
 
 def can_see_others_labels(user, item: RunItem) -> bool:

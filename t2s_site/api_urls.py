@@ -24,7 +24,21 @@ from annotations.experiments.api import (
 from annotations.labels.api import LabelViewSet, QueueViewSet
 from annotations.runs.api import DatasetViewSet, RunViewSet
 
-router = DefaultRouter()
+# Routes outside the router, listed on the API root beside the resources: (key, URL name).
+EXTRA_ROOT_ROUTES = {"tools": "api_tools", "token": "api_token", "account": "api_account",
+                     "exemplars-from-failures": "exemplar-from-failure"}
+
+
+class StudioRouter(DefaultRouter):
+    """The browsable root (``GET /api/``) lists every route a client can start from, not only the viewsets."""
+
+    def get_api_root_view(self, api_urls=None):
+        list_name = self.routes[0].name
+        root = {prefix: list_name.format(basename=basename) for prefix, _viewset, basename in self.registry}
+        return self.APIRootView.as_view(api_root_dict={**root, **EXTRA_ROOT_ROUTES})
+
+
+router = StudioRouter()
 router.register("databases", DatabaseViewSet, basename="database")
 router.register("workspaces", WorkspaceViewSet, basename="workspace")
 router.register("sessions", SessionViewSet, basename="session")

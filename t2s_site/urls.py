@@ -23,3 +23,8 @@ urlpatterns = [
     path("", include("annotations.labels.urls")),
     path("", include("agent.urls")),
 ]
+
+# Refusals and errors are pages of the app (navigation, the reason, who can grant access); JSON under /api/.
+handler403 = "agent.views.errors.permission_denied"
+handler404 = "agent.views.errors.page_not_found"
+handler500 = "agent.views.errors.server_error"

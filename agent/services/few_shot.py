@@ -16,8 +16,9 @@ from agent.strategies import FewShot
 
 
 class FewShotSource(Protocol):
-    def choices(self, user) -> list[tuple[int, str]]:
-        """(id, label) of every version ``user`` may pick (every database it draws on granted), in display order."""
+    def choices(self, user, database=None) -> list[tuple[int, str]]:
+        """(id, label) of every version ``user`` may pick (every database it draws on granted), in display order;
+        for ``database``, only those usable on it."""
         ...
 
     def by_id(self, pk: int, user) -> FewShot | None:
@@ -42,8 +43,8 @@ def register_source(source: FewShotSource | None) -> None:
     _source = source
 
 
-def choices(user) -> list[tuple[int, str]]:
-    return _source.choices(user) if _source is not None else []
+def choices(user, database=None) -> list[tuple[int, str]]:
+    return _source.choices(user, database) if _source is not None else []
 
 
 def by_id(pk: int, user) -> FewShot | None:

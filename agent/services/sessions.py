@@ -37,14 +37,21 @@ from agent.hygiene import clean_instance, cleaned_json
 from agent.llm import LLMClient, LLMSettings, Message, PriceTable
 from agent.models import AgentSession, Database, ExamplePool, LLMEndpoint, Turn
 from agent.services import spend
-from agent.strategies import STRATEGIES, FewShot, SessionContext, TurnRecord, create_strategy
+from agent.strategies import (
+    STRATEGIES,
+    FewShot,
+    SessionContext,
+    TurnRecord,
+    create_strategy,
+    follow_up_question,
+)
 from agent.strategies.interactive_t2s import PAPER_REPLICA_OPTIONS
 from agent.strategies.options import option_errors
 from agent.strategies.pool import PoolExample, PoolExclusion
 from agent.textclean import clean_json, clean_text
 from agent.tools import IndexMissing
 
-from . import budgets, gates, leases
+from . import budgets, feedback, gates, leases
 from . import few_shot as few_shot_source
 from .databases import open_connector, thread_sandbox, toolbox_for
 
@@ -158,7 +165,7 @@ def session_create(
     options: Mapping[str, Any] | None = None, user=None, endpoint: LLMEndpoint | None = None,
     few_shot: FewShot | None = None, zero_shot: bool = False, paper_replica: bool = False,
     enqueue: bool = True, example_pool: ExamplePool | None = None, question_key: str | None = None,
-    billed_to=None, pool_exclusion: Mapping[str, Any] | None = None,
+    billed_to=None, pool_exclusion: Mapping[str, Any] | None = None, follow_up_of: AgentSession | None = None,
 ) -> AgentSession:
     """Validate, snapshot the configuration, store the session, and queue it after commit.
 
@@ -174,8 +181,12 @@ def session_create(
     launcher, while ``created_by`` stays empty, as nobody asked them by hand).
     ``paper_replica`` is the preset of the agent as the paper's authors ran it: their exemplars (unless a set
     is chosen), their observation formats and their code's switches (README, "Fidelity to the paper").
+    ``follow_up_of``: the session this one continues, on the same database; its question, answer and earlier
+    turns are snapshot into the config and sent with the question.
     """
     question, errors = _question_errors(question)
+    if follow_up_of is not None and follow_up_of.database_id != database.pk:
+        errors["database"] = ["A follow-up question is asked on the database of the conversation."]
     endpoint = endpoint or default_llm_endpoint()
     owner = user if user is not None and user.is_authenticated else None
     if billed_to is None or not billed_to.is_authenticated:
@@ -187,12 +198,14 @@ def session_create(
         config["pool_exclusion"] = dict(pool_exclusion) if pool_exclusion else None
     if errors:
         raise ValidationError(errors)
+    if follow_up_of is not None:
+        config = {**config, "conversation": feedback.follow_up_context(parent=follow_up_of)}
     with transaction.atomic():
         session = AgentSession.objects.create(
             database=database, question=question, evidence=(evidence or "").strip(), strategy=strategy,
             model=session_model(config), config=config, llm_endpoint=endpoint if endpoint.pk else None,
             queued_at=timezone.now(),
-            created_by=owner, billed_to=billed_to,
+            created_by=owner, billed_to=billed_to, follow_up_of=follow_up_of,
         )
         if enqueue:
             session_enqueue(session=session)
@@ -571,7 +584,9 @@ def session_execute(*, session_id: int) -> None:
             llm = gates.gated(client.bounded(deadline, on_outage=_waiting_for_llm(session_id)),
                               user=session.billed_to, llm_snapshot=session.config["llm"], deadline=deadline)
             few_shot = _few_shot(session.config)
-            ctx = SessionContext(question=session.question, schema=tools.schema, evidence=session.evidence or None,
+            # A follow-up is asked with the conversation it continues (snapshot taken when it was created).
+            question = follow_up_question(session.question, session.config.get("conversation") or ())
+            ctx = SessionContext(question=question, schema=tools.schema, evidence=session.evidence or None,
                                  exemplars=_exemplars_for(few_shot, strategy, session_acting_user(session)),
                                  tool_description=few_shot.tool_description,
                                  example_pool=_example_pool(session.config),

@@ -32,6 +32,7 @@ from .prompt import (
     build_messages,
     estimate_message_tokens,
     estimate_tokens,
+    follow_up_question,
     schema_text,
     tool_description,
 )
@@ -62,6 +63,6 @@ __all__ = [
     "render_trajectory", "InteractiveT2S", "InteractiveT2SConfig", "OnTurn",
     "Outcome", "ParsedStep", "SessionContext", "ShouldCancel", "Status", "Step", "Strategy", "Totals", "TurnKind",
     "TurnRecord", "build_messages", "create_strategy", "estimate_message_tokens", "estimate_tokens",
-    "get_strategy_class", "is_probe", "never_cancel", "parse_action", "parse_step", "schema_text",
+    "follow_up_question", "get_strategy_class", "is_probe", "never_cancel", "parse_action", "parse_step", "schema_text",
     "tool_description",
 ]

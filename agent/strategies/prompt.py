@@ -172,6 +172,26 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def follow_up_question(question: str, earlier: Sequence[Mapping[str, Any]] = ()) -> str:
+    """A follow-up question with the conversation it continues: each earlier question, the SQL that answered
+    it and the answer's first rows, oldest first. Without earlier turns, the question itself."""
+    if not earlier:
+        return question
+    lines = ["Earlier in this conversation (the question below continues it):"]
+    for number, turn in enumerate(earlier, 1):
+        lines.append(f"Question {number}: {turn.get('question', '')}")
+        sql = str(turn.get("sql") or "")
+        lines.append(f"SQL {number}: {sql}" if sql else f"SQL {number}: (no answer)")
+        columns = list(turn.get("columns") or [])
+        if sql and columns:
+            rows = "; ".join(" | ".join(_cell(str(v)) for v in row) for row in turn.get("rows") or [])
+            total = turn.get("total_rows")
+            more = f" ({total} rows in all)" if isinstance(total, int) else ""
+            lines.append(f"Result {number}: {' | '.join(columns)} -> {rows or '(no rows)'}{more}")
+    lines += ["", f"Follow-up question: {question}"]
+    return "\n".join(lines)
+
+
 def render_question(question: str, evidence: str | None, *, use_evidence: bool) -> str:
     text = f"Q: {question.strip()}"
     if use_evidence and evidence and evidence.strip():

@@ -117,3 +117,25 @@ def strategy_options() -> dict:
     from agent.selectors import strategy_list
 
     return {"strategies": strategy_list()}
+
+
+@register.filter
+def can_give_feedback(user, session) -> bool:
+    """The session page offers Right / Wrong to those the policy lets judge the answer."""
+    from agent import policies
+
+    return policies.can_give_feedback(user, session)
+
+
+@register.filter
+def can_ask(user) -> bool:
+    from agent import policies
+
+    return policies.can_ask(user)
+
+
+@register.filter
+def can_cancel_session(user, session) -> bool:
+    from agent import policies
+
+    return policies.can_cancel_session(user, session)

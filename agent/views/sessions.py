@@ -8,9 +8,10 @@ from django.views.decorators.http import require_POST
 
 from agent import policies, selectors
 from agent.forms import STRATEGY_LABELS, AskForm, SessionFilterForm, add_service_errors, strategy_choices
-from agent.services import budgets, preferences
+from agent.services import budgets, feedback, preferences
 from agent.services import sessions as session_services
 from agent.strategies import STRATEGIES
+from agent.textclean import csv_writer
 
 
 def ask(request: HttpRequest) -> HttpResponse:
@@ -98,4 +99,54 @@ def session_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     if session.is_active:
         session_services.session_cancel(session=session)
         messages.info(request, "Cancellation requested; the session stops after its current step.")
+    return redirect(session)
+
+
+@require_POST
+def session_feedback(request: HttpRequest, pk: int) -> HttpResponse:
+    """Right or wrong, with an optional corrected query (run read-only before it is kept)."""
+    session = policies.access_session(request.user, pk)
+    policies.check_can_give_feedback(request.user, session)
+    try:
+        feedback.answer_feedback_set(session=session, user=request.user, verdict=request.POST.get("verdict", ""),
+                                     corrected_sql=request.POST.get("corrected_sql", ""),
+                                     note=request.POST.get("note", ""))
+    except ValidationError as exc:
+        for message in exc.messages:
+            messages.error(request, message)
+    else:
+        messages.success(request, "Thank you: your verdict on this answer is saved.")
+    return redirect(session)
+
+
+def session_result_csv(request: HttpRequest, pk: int) -> HttpResponse:
+    """The answer's rows as CSV: the final query run again read-only, every row up to the query row limit."""
+    session = policies.access_session(request.user, pk)
+    try:
+        result = feedback.answer_rows(session=session)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect(session)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="session-{session.pk}-answer.csv"'
+    writer = csv_writer(response)  # neutralises spreadsheet formulas in the cells
+    writer.writerow(result.columns)
+    writer.writerows(result.rows)
+    return response
+
+
+@require_POST
+def session_follow_up(request: HttpRequest, pk: int) -> HttpResponse:
+    """A new question continuing this session's conversation: a new session linked to it, on its database and
+    strategy, whose prompt carries the earlier questions and answers."""
+    parent = policies.access_session(request.user, pk)
+    policies.check_can_follow_up(request.user, parent)
+    try:
+        session = session_services.session_create(
+            database=parent.database, question=request.POST.get("question", ""), strategy=parent.strategy,
+            user=request.user, follow_up_of=parent)
+    except ValidationError as exc:
+        for message in exc.messages:
+            messages.error(request, message)
+        return redirect(parent)
     return redirect(session)

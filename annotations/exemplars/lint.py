@@ -48,6 +48,7 @@ class LintReport:
     final_sql_ok: bool | None = None  # None: not checked
     final_sql_error: str | None = None
     final_result: QueryResult | None = field(default=None, compare=False)
+    final_sql_unchecked: str | None = None  # why the final SQL was not executed, in words
 
     @property
     def ok(self) -> bool:
@@ -104,9 +105,16 @@ def lint_steps(steps: Sequence[Step], *, final_sql: str | None, runner: ToolRunn
     final_ok: bool | None = None
     final_error: str | None = None
     final_result: QueryResult | None = None
+    unchecked: str | None = None
     if not (final_sql or "").strip():
         errors.append("No final SQL.")
-    elif connector is not None:
+        ends_with_done = bool(steps) and _is_done(steps[-1].action)
+        unchecked = ("Not executed: there is no final SQL." if ends_with_done else
+                     "Not executed: there is no final SQL yet; it is the query the trajectory's last ExecuteSQL "
+                     "ran, set when a Done step ends it.")
+    elif connector is None:
+        unchecked = f"Not executed: {drift_unavailable.rstrip('.')}." if drift_unavailable else "Not executed."
+    else:
         try:
             final_result = connector.execute(final_sql)
             final_ok = True
@@ -115,7 +123,8 @@ def lint_steps(steps: Sequence[Step], *, final_sql: str | None, runner: ToolRunn
             errors.append(f"The final SQL does not execute: {exc}")
     return LintReport(tuple(checks), tuple(errors), tuple(warnings), len(steps), token_estimate,
                       drift_checked=runner is not None, drift_unavailable=drift_unavailable,
-                      final_sql_ok=final_ok, final_sql_error=final_error, final_result=final_result)
+                      final_sql_ok=final_ok, final_sql_error=final_error, final_result=final_result,
+                      final_sql_unchecked=unchecked)
 
 
 def _is_done(action_text: str) -> bool:

@@ -34,15 +34,30 @@ def default_set_name(*, bird: bool, use_evidence: bool) -> str:
     return BIRD_WITH_EVIDENCE if use_evidence else BIRD_NO_EVIDENCE
 
 
+def is_bird_database(database) -> bool:
+    """A database imported with a BIRD dataset."""
+    from annotations.models import Dataset, DatasetQuestion
+
+    return DatasetQuestion.objects.filter(database=database, dataset__kind=Dataset.Kind.BIRD).exists()
+
+
+def fits_database(set_name: str, *, database) -> bool:
+    """Whether a set is usable on a database: the paper's BIRD sets (their prompts are BIRD's, with or without
+    evidence) only on BIRD databases; every other set anywhere."""
+    if set_name not in (BIRD_WITH_EVIDENCE, BIRD_NO_EVIDENCE):
+        return True
+    return is_bird_database(database)
+
+
 def default_version(*, database=None, dataset=None, use_evidence: bool = True) -> ExemplarSetVersion | None:
     """The newest version of the paper set that fits: BIRD (with or without evidence) for a BIRD dataset or a
     database imported with one, Spider for everything else (Spider and your own databases)."""
-    from annotations.models import Dataset, DatasetQuestion
+    from annotations.models import Dataset
 
     if dataset is not None:
         bird = dataset.kind == Dataset.Kind.BIRD
     elif database is not None:
-        bird = DatasetQuestion.objects.filter(database=database, dataset__kind=Dataset.Kind.BIRD).exists()
+        bird = is_bird_database(database)
     else:
         bird = False
     name = default_set_name(bird=bird, use_evidence=use_evidence)

@@ -174,11 +174,15 @@ def few_shot_for_version(version: ExemplarSetVersion) -> FewShot:
 class VersionFewShotSource:
     """Exemplar set versions as the agent app's few-shot source (registered in AnnotationsConfig.ready)."""
 
-    def choices(self, user) -> list[tuple[int, str]]:
+    def choices(self, user, database=None) -> list[tuple[int, str]]:
         from annotations import policies
 
-        return [(v.pk, f"{v.exemplar_set.name} v{v.number} ({len(v.exemplars)} exemplars)")
-                for v in published_versions().filter(pk__in=policies.visible_versions(user).values("pk"))]
+        from .paper_sets import fits_database
+
+        versions = published_versions().filter(pk__in=policies.visible_versions(user).values("pk"))
+        if database is not None:
+            versions = [v for v in versions if fits_database(v.exemplar_set.name, database=database)]
+        return [(v.pk, f"{v.exemplar_set.name} v{v.number} ({len(v.exemplars)} exemplars)") for v in versions]
 
     def by_id(self, pk: int, user) -> FewShot | None:
         from annotations import policies

@@ -9,7 +9,8 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agent import policies as agent_policies
 from agent import services as agent_services
@@ -52,9 +53,11 @@ def exemplar_list(request: HttpRequest) -> HttpResponse:
         "can_author": policies.can_author_exemplars(request.user)})
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def exemplar_new(request: HttpRequest) -> HttpResponse:
     policies.check_can_author_exemplar(request.user)
+    if request.method == "GET":  # opened directly (a bookmark, a link): the form lives on the list page
+        return redirect(reverse("exemplars:exemplar_list") + "#new-exemplar")
     form = ExemplarCreateForm(request.POST, user=request.user)
     if form.is_valid():
         try:
@@ -302,9 +305,11 @@ def set_upload(request: HttpRequest) -> HttpResponse:
                   status=400 if problems else 200)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def set_new(request: HttpRequest) -> HttpResponse:
     policies.check_can_create_set(request.user)
+    if request.method == "GET":  # opened directly: the form lives on the sets page
+        return redirect(reverse("exemplars:set_list") + "#new-set")
     form = SetCreateForm(request.POST)
     if form.is_valid():
         try:

@@ -169,7 +169,7 @@ class QueueSerializer(serializers.ModelSerializer):
     class Meta:
         model = Queue
         fields = ["id", "name", "run", "taxonomy", "taxonomy_version_number", "db_id", "difficulty", "join_count",
-                  "max_annotators", "blind", "assignees", "created_by", "created_at"]
+                  "max_annotators", "blind", "assignees", "guidelines", "created_by", "created_at"]
         read_only_fields = fields
 
 
@@ -192,6 +192,8 @@ class QueueCreateSerializer(serializers.Serializer):
     assignees = serializers.SlugRelatedField(slug_field="username", many=True, required=False, default=list,
                                              queryset=get_user_model().objects.all(),
                                              help_text="Usernames; empty: anyone who may label.")
+    guidelines = serializers.CharField(required=False, allow_blank=True, default="", max_length=20_000,
+                                       help_text="Instructions shown to the queue's annotators.")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

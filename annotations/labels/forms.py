@@ -17,8 +17,10 @@ class QueueForm(forms.ModelForm):
     class Meta:
         model = Queue
         fields = ["name", "run", "taxonomy_version", "db_id", "difficulty", "join_count", "max_annotators",
-                  "blind", "assignees"]
-        labels = {"db_id": "Database", "join_count": "Join count", "blind": "Blind double annotation"}
+                  "blind", "assignees", "guidelines"]
+        labels = {"db_id": "Database", "join_count": "JOINs written in the gold query", "blind": "Blind double annotation"}
+        widgets = {"guidelines": forms.Textarea(attrs={"rows": 4, "placeholder": "e.g. Label Golden Wrong only when "
+                                                                                 "you can write the right query."})}
 
     def __init__(self, *args, user=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -145,6 +145,8 @@ class Queue(models.Model):
     blind = models.BooleanField(
         default=True, help_text="When more than one annotator labels a question: each sees the others' labels only "
                                 "after labelling it, and everyone else (adjudicators apart) only after adjudication.")
+    guidelines = models.TextField(
+        blank=True, help_text="Instructions for the annotators, shown on the queue and on every question's page.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

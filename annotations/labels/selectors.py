@@ -8,7 +8,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agent.models import Turn
@@ -75,18 +76,29 @@ def queue_next_item(*, queue: Queue, user, after: RunItem | None = None) -> RunI
 
 
 def queue_progress(*, queue: Queue, user) -> dict[str, int]:
-    items = queue_items(queue=queue)
-    total = items.count()
-    labelled = items.filter(pk__in=Label.objects.filter(is_final=False).values("item_id")).count()
-    mine = items.filter(pk__in=Label.objects.filter(annotator=user, is_final=False).values("item_id")).count()
-    return {"total": total, "labelled": labelled, "mine": mine,
-            "percent": round(100 * labelled / total) if total else 0}
+    """Where the queue stands, and where ``user`` stands in it: see ``queues_progress``."""
+    return queues_progress(queues=[queue], user=user)[queue.pk]
+
+
+def queue_annotator_progress(*, queue: Queue) -> list[dict[str, Any]]:
+    """Per annotator, how many of the queue's questions they labelled (counts only, never which categories, so
+    a blind queue shows them too), most first."""
+    rows = (Label.objects.filter(is_final=False, item__in=queue_items(queue=queue)).order_by()
+            .values("annotator__username").annotate(n=Count("item_id", distinct=True)))
+    return sorted(({"annotator": r["annotator__username"], "done": r["n"]} for r in rows),
+                  key=lambda r: (-r["done"], r["annotator"]))
 
 
 def queues_for_user(*, user) -> QuerySet[Queue]:
     """Queues on runs ``user`` may see that are open to everyone or assigned to them."""
     return (policies.visible_queues(user).filter(Q(assignees=user) | Q(assignees__isnull=True)).distinct()
             .select_related("run", "taxonomy_version__taxonomy"))
+
+
+def queues_created_by(*, user) -> QuerySet[Queue]:
+    """Queues ``user`` created (on runs they may still see), to follow the work they handed out."""
+    return (policies.visible_queues(user).filter(created_by_id=user.pk)
+            .select_related("run", "taxonomy_version__taxonomy").prefetch_related("assignees"))
 
 
 def queue_is_for(*, queue: Queue, user) -> bool:
@@ -112,13 +124,16 @@ def item_suggestions(*, item: RunItem, results: dict[str, Any]) -> list[suggesti
         pred_columns=list(pred.columns) if pred else None, pred_rows=pred.rows if pred else None)
 
 
-def suggestion_acceptance(*, run: Run | None = None, runs: QuerySet[Run] | None = None) -> list[dict[str, Any]]:
-    """How often shown suggestions were taken: on one run, or across ``runs``."""
+def suggestion_acceptance(*, user, run: Run | None = None,
+                          runs: QuerySet[Run] | None = None) -> list[dict[str, Any]]:
+    """How often shown suggestions were taken: on one run, or across ``runs``; in a blind queue, only the events
+    ``user`` may see (theirs, and the others' once the question is revealed to them or adjudicated)."""
     qs = SuggestionEvent.objects.all()
     if run is not None:
         qs = qs.filter(item__run=run)
     if runs is not None:
         qs = qs.filter(item__run__in=runs.values("pk"))
+    qs = policies.hide_blind_suggestion_events(user, qs, run_ids=[run.pk] if run is not None else None)
     rows = qs.values("category_key").annotate(shown=Count("id"), accepted=Count("id", filter=Q(accepted=True)))
     version = default_taxonomy_version()
     names = {c.key: c.name for c in version.categories.all()} if version else {}
@@ -412,9 +427,13 @@ def _runs_label_counts(*, run_ids: list[int], user) -> dict[int, dict[str, Any]]
 
 
 def queues_progress(*, queues: list[Queue], user) -> dict[int, dict[str, int]]:
-    """``queue_progress`` for many queues at once, in one grouped query whatever their number: the failures of
-    their runs counted per (run, database, difficulty, joins), with how many anyone and ``user`` labelled; each
-    queue adds up the groups its filters select."""
+    """For each queue: its questions (``total``); those labelled by as many annotators as the queue asks for
+    (``complete``; one for a single-annotator queue, two for a double one); those ``user`` labelled (``mine``);
+    those left for ``user`` (not labelled by them and still short of annotators: ``left``).
+
+    One grouped query whatever the number of queues: the failures of their runs counted per (run, database,
+    difficulty, joins, number of annotators, labelled by ``user``); each queue adds up the groups its filters
+    select and reads completeness against its own number of annotators."""
     runs = {q.run_id: q.run for q in queues}
     if not runs:
         return {}
@@ -427,23 +446,29 @@ def queues_progress(*, queues: list[Queue], user) -> dict[int, dict[str, int]]:
     groups = [group for pk, k in keys.items() if k in cached for group in cached[k]]
     missing = [pk for pk, k in keys.items() if k not in cached]
     if missing:
-        labelled = Label.objects.filter(item_id=OuterRef("pk"), is_final=False)
-        fresh = list(RunItem.objects.filter(run_id__in=missing, ex=False).order_by()
-                     .values_list("run_id", "question__db_id", "question__difficulty", "question__join_count")
-                     .annotate(total=Count("id"), labelled=Count("id", filter=Q(Exists(labelled))),
-                               mine=Count("id", filter=Q(Exists(labelled.filter(annotator=user))))))
+        labels = Label.objects.filter(item_id=OuterRef("pk"), is_final=False)
+        annotators = (labels.order_by().values("item_id").annotate(n=Count("annotator_id", distinct=True))
+                      .values("n"))
+        fresh = [tuple(g) for g in RunItem.objects.filter(run_id__in=missing, ex=False).order_by()
+                 .annotate(annotators=Coalesce(Subquery(annotators), 0), by_me=Exists(labels.filter(annotator=user)))
+                 .values_list("run_id", "question__db_id", "question__difficulty", "question__join_count",
+                              "annotators", "by_me")
+                 .annotate(total=Count("id"))]
         groups += fresh
         cache.set_many({keys[pk]: [g for g in fresh if g[0] == pk] for pk in missing if keys[pk]}, timeout=24 * 3600)
     out = {}
     for queue in queues:
-        total = done = mine = 0
-        for run_id, db_id, difficulty, joins, n, n_labelled, n_mine in groups:
+        total = complete = mine = left = 0
+        for run_id, db_id, difficulty, joins, n_annotators, by_me, n in groups:
             if (run_id == queue.run_id and (not queue.db_id or db_id == queue.db_id)
                     and (not queue.difficulty or difficulty == queue.difficulty)
                     and (queue.join_count is None or joins == queue.join_count)):
-                total, done, mine = total + n, done + n_labelled, mine + n_mine
-        out[queue.pk] = {"total": total, "labelled": done, "mine": mine,
-                         "percent": round(100 * done / total) if total else 0}
+                total += n
+                complete += n if n_annotators >= queue.max_annotators else 0
+                mine += n if by_me else 0
+                left += n if not by_me and n_annotators < queue.max_annotators else 0
+        out[queue.pk] = {"total": total, "complete": complete, "mine": mine, "left": left,
+                         "needed": queue.max_annotators, "percent": round(100 * complete / total) if total else 0}
     return out
 
 
@@ -452,7 +477,7 @@ def _progress_key(run: Run, user, version: str) -> str | None:
     if run.status not in (Run.Status.DONE, Run.Status.CANCELLED, Run.Status.FAILED):
         return None
     evaluated = run.evaluated_at.timestamp() if run.evaluated_at else ""
-    return (f"labels:queue-progress:{version}:{user.pk if user.is_authenticated else 0}:{run.pk}:"
+    return (f"labels:queue-progress-v2:{version}:{user.pk if user.is_authenticated else 0}:{run.pk}:"
             f"{run.created_at.timestamp()}:{run.status}:{evaluated}")
 
 

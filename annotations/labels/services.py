@@ -291,8 +291,9 @@ def suggestions_record(*, item: RunItem, user, suggestions: Sequence[Any]) -> No
 
 def queue_create(*, run: Run, name: str, taxonomy_version: TaxonomyVersion, user, db_id: str = "",
                  difficulty: str = "", join_count: int | None = None, max_annotators: int = 1,
-                 assignees: Sequence[Any] = (), blind: bool = True) -> Queue:
-    """A queue of the run's failures. ``blind`` (the default) matters once ``max_annotators`` is above 1."""
+                 assignees: Sequence[Any] = (), blind: bool = True, guidelines: str = "") -> Queue:
+    """A queue of the run's failures. ``blind`` (the default) matters once ``max_annotators`` is above 1;
+    ``guidelines`` are shown to its annotators."""
     policies.check_can_create_queue(user)
     if max_annotators < 1:
         raise ValidationError("At least one annotator per question.")
@@ -303,7 +304,7 @@ def queue_create(*, run: Run, name: str, taxonomy_version: TaxonomyVersion, user
                                              "sees the run's databases)."]})
     queue = Queue.objects.create(run=run, name=name, taxonomy_version=taxonomy_version, db_id=db_id,
                                  difficulty=difficulty, join_count=join_count, max_annotators=max_annotators,
-                                 blind=blind, created_by=user)
+                                 blind=blind, guidelines=clean_text((guidelines or "").strip()), created_by=user)
     labels_changed()
     if assignees:
         queue.assignees.set(assignees)

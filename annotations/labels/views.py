@@ -18,6 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from agent import selectors as agent_selectors
 from agent.templatetags.studio import format_figure as figure
 from agent.textclean import csv_dict_writer, csv_writer
 from annotations import policies
@@ -119,6 +120,9 @@ def review(request: HttpRequest, item_id: int) -> HttpResponse:
         "review_start": can_label and not conflict,
         "can_write_exemplar": item.ex is False and policies.can_author_exemplars(request.user),
     }
+    # Verdicts given on the session page (right / wrong, a corrected query) follow the labels' blindness.
+    context["verdicts"] = [f for f in (item.session.feedback.select_related("author") if item.session_id else [])
+                           if f.author_id == request.user.pk or not context["others_hidden"]]
     return render(request, "annotations/labels/review.html", context)
 
 
@@ -161,6 +165,8 @@ def label_toggle(request: HttpRequest, item_id: int, category_id: int) -> HttpRe
     context = _buttons_context(item=item, user=request.user, version=category.version, suggested=suggested,
                                error=error)
     context["queue"] = _queue(request, item)
+    if context["queue"] is not None:  # the header's progress moves as the reviewer labels
+        context["progress"] = selectors.queue_progress(queue=context["queue"], user=request.user)
     # The other annotators' panel changes with the first label (blind queues: it offers to show theirs).
     context.update(_others_context(item=item, user=request.user, adjudicating=False), others_oob=True)
     template = "annotations/labels/partials/label_buttons.html"
@@ -244,10 +250,12 @@ def queue_list(request: HttpRequest) -> HttpResponse:
         else:
             return redirect(queue)
     listed = list(selectors.queues_for_user(user=request.user))
-    progress = selectors.queues_progress(queues=listed, user=request.user)
+    created = list(selectors.queues_created_by(user=request.user))
+    progress = selectors.queues_progress(queues=[*listed, *created], user=request.user)
     queues = [{"queue": q, "progress": progress[q.pk]} for q in listed]
     return render(request, "annotations/labels/queue_list.html",
-                  {"queues": queues, "form": form, "can_create": policies.can_create_queues(request.user)})
+                  {"queues": queues, "created": [{"queue": q, "progress": progress[q.pk]} for q in created],
+                   "form": form, "can_create": policies.can_create_queues(request.user)})
 
 
 def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
@@ -265,6 +273,7 @@ def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "annotations/labels/queue_detail.html", {
         "queue": queue, "items": page.object_list, "page": page, "query": query.urlencode(),
         "progress": selectors.queue_progress(queue=queue, user=request.user),
+        "annotator_progress": selectors.queue_annotator_progress(queue=queue),
         "assignees": queue.assignees.all(), "todo": todo})
 
 
@@ -371,7 +380,7 @@ def dashboard(request: HttpRequest, pk: int) -> HttpResponse:
         for row in chart["rows"]:
             row["url"] = _chart_link(run, name, row["key"])
     return render(request, "annotations/labels/dashboard.html", {
-        "run": run, **data, "acceptance": selectors.suggestion_acceptance(run=run),
+        "run": run, **data, "acceptance": selectors.suggestion_acceptance(run=run, user=request.user),
         "corrected": selectors.run_ex_with_corrections(run=run, user=request.user),
         "chart_json": {name: {"labels": [r["label"] for r in c["rows"]], "values": [r["value"] for r in c["rows"]],
                               "urls": [r["url"] for r in c["rows"]], "unit": c["unit"]}
@@ -420,8 +429,11 @@ def questions(request: HttpRequest, pk: int) -> HttpResponse:
 def overview(request: HttpRequest) -> HttpResponse:
     return render(request, "annotations/labels/overview.html", {
         "across": selectors.runs_distribution(runs=policies.visible_runs(request.user), user=request.user),
-        "acceptance": selectors.suggestion_acceptance(runs=policies.visible_runs(request.user)),
-        "queues": selectors.queues_for_user(user=request.user)[:20]})
+        "acceptance": selectors.suggestion_acceptance(runs=policies.visible_runs(request.user), user=request.user),
+        "queues": selectors.queues_for_user(user=request.user)[:20],
+        # what the people who asked said of their answers (the session pages' Right / Wrong)
+        "verdicts": agent_selectors.answer_feedback_counts(viewer=request.user),
+        "wrong_answers": agent_selectors.answer_feedback_recent(viewer=request.user, verdict="wrong")})
 
 
 def export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:

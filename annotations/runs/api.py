@@ -231,6 +231,9 @@ class RunCreateSerializer(serializers.Serializer):
                                                "3 and 4+ (the paper's Table 10).")
     seed = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None,
                                     help_text="Seed of a random sample; drawn and stored on the run when omitted.")
+    executable_only = serializers.BooleanField(
+        required=False, default=False, help_text="Only questions whose database is available here (the others "
+                                                 "cannot run and are not scored).")
     max_concurrency = serializers.IntegerField(min_value=1, max_value=64, required=False, allow_null=True,
                                                default=None)
     spend_cap = serializers.FloatField(min_value=0, required=False, allow_null=True, default=None)

@@ -27,12 +27,14 @@ ESTIMATED_STRATEGY = "interactive_t2s"
 
 def run_estimate(*, dataset, strategy: str, endpoint, exemplar_set_version=None, zero_shot: bool = False,
                  paper_replica: bool = False, db_ids=(), limit: int | None = None, sample: str = "first",
-                 seed: int | None = None, without=()) -> dict[str, Any]:
+                 seed: int | None = None, without=(), executable_only: bool = False) -> dict[str, Any]:
     """Questions, first-call prompt tokens and the token and cost range of a run launched with these choices."""
     questions = sample_questions(dataset.questions.select_related("database"), db_ids=db_ids, limit=limit,
-                                 mode=sample, seed=seed)
+                                 mode=sample, seed=seed, executable_only=executable_only)
     out: dict[str, Any] = {"questions": len(questions), "strategy": strategy, "first_call": None,
-                           "history": None, "prices": _prices(endpoint), "model": getattr(endpoint, "model", "")}
+                           "history": None, "prices": _prices(endpoint), "model": getattr(endpoint, "model", ""),
+                           # the default endpoint built from environment variables has no record to hold prices
+                           "endpoint_from_env": endpoint is not None and endpoint.pk is None}
     if not questions or strategy != ESTIMATED_STRATEGY:
         return out
     config = create_strategy(strategy, {}).config

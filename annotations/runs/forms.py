@@ -92,6 +92,9 @@ class RunLaunchForm(forms.Form):
                                          "join-bucket sample; 50 when empty).")
     seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, required=False, label="Seed",
                               help_text="For a random sample; a new one is drawn when empty.")
+    executable_only = forms.BooleanField(
+        required=False, initial=True, label="Executable questions only",
+        help_text="Leave out questions whose database is not available here: they cannot run and are not scored.")
     db_ids = forms.CharField(required=False, label="Databases",
                              help_text="Comma-separated db_ids to restrict to; empty: all.")
     max_concurrency = forms.IntegerField(min_value=1, max_value=64, required=False,

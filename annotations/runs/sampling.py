@@ -30,17 +30,20 @@ def new_seed() -> int:
 
 
 def sample_questions(queryset, *, db_ids: Sequence[str] = (), limit: int | None = None, mode: str = "first",
-                     seed: int | None = None) -> list:
+                     seed: int | None = None, executable_only: bool = False) -> list:
     """The questions of ``queryset`` (a dataset's questions) chosen by ``mode``, in index order.
 
     ``mode="random"`` needs ``limit`` and ``seed``; ``"first"`` with no limit, like ``"all"``, takes every one;
     ``"join-buckets"`` needs ``seed`` and takes ``limit`` (default 50) per bucket.
+    ``executable_only``: draw only among questions whose database is available here (the others cannot run).
     """
     if mode not in SAMPLE_MODES:
         raise ValueError(f"Unknown sample {mode!r}; expected one of {', '.join(SAMPLE_MODES)}")
     qs = queryset.order_by("index")
     if db_ids:
         qs = qs.filter(db_id__in=db_ids)
+    if executable_only:
+        qs = qs.filter(database__isnull=False)
     if mode == "join-buckets":
         return _join_buckets(qs, per_bucket=limit or TABLE10_PER_BUCKET, seed=seed)
     if mode == "all" or not limit:

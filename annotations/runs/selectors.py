@@ -362,7 +362,10 @@ def run_compare(*, a: Run, b: Run, kind: str = "", bucket: str = "", db_id: str 
         order = DIFFICULTY_ORDER if key == "difficulty" else TABLE_BUCKETS
         for k in sorted(set(ba) | set(bb), key=lambda k: (order.index(k) if k in order else len(order), k)):
             ea, eb = (ba.get(k) or {}).get("ex"), (bb.get(k) or {}).get("ex")
+            # each rate with its count: a bucket of one question flips by 100 points
             buckets.append({"group": name, "key": k, "value": f"{name}:{k}", "a": ea, "b": eb,
+                            "a_correct": (ba.get(k) or {}).get("correct"), "a_scored": (ba.get(k) or {}).get("scored"),
+                            "b_correct": (bb.get(k) or {}).get("correct"), "b_scored": (bb.get(k) or {}).get("scored"),
                             "delta": None if ea is None or eb is None else round(eb - ea, 2)})
     ta, tb = a.totals or {}, b.totals or {}
     only_a, only_b = len(set(items_a) - set(items_b)), len(set(items_b) - set(items_a))

@@ -43,6 +43,11 @@ class UploadedFile:
     chunks: Iterable[bytes]
 
 
+def import_summary(dataset: Dataset) -> str:
+    """What an import ends with: its questions and, at once, how many of them can run here (a database file)."""
+    return f"imported {dataset.question_count} questions, {dataset.executable_count} executable here"
+
+
 def check_dataset_name(name: str) -> None:
     try:
         name_validator(name)
@@ -196,8 +201,7 @@ def dataset_upload_run(*, job: ImportJob) -> None:
                 DatabaseGrant.objects.get_or_create(database=database, user=job.created_by,
                                                     defaults={"granted_by": job.created_by})
         uploads.job_finish(job=job, result_url=dataset.get_absolute_url(),
-                           stage=f"imported {dataset.question_count} questions, {dataset.executable_count} "
-                                 "executable here")
+                           stage=import_summary(dataset))
     except ValidationError as exc:
         _undo(folder, existing_dbs)
         # Paths inside the upload, not on the server.
@@ -253,7 +257,7 @@ def _abandon(job: ImportJob) -> int:
         # Imported (its last step counts the questions): the worker stopped before saying so. Its files are the
         # dataset's now.
         uploads.job_finish(job=job, result_url=dataset.get_absolute_url(),
-                           stage=f"imported {dataset.question_count} questions")
+                           stage=import_summary(dataset))
         return 0
     if ours and dataset.runs.exists():
         return 0  # half imported, yet a run uses it: left as it is

@@ -101,7 +101,7 @@ def run_launch(request: HttpRequest, name: str) -> HttpResponse:
                 dataset=dataset, name=data["name"], strategy=data["strategy"], user=request.user,
                 exemplar_set_version=data["exemplar_set_version"], zero_shot=data["zero_shot"],
                 paper_replica=data["paper_replica"], db_ids=data["db_ids"], limit=data["limit"],
-                sample=data["sample"], seed=data["seed"],
+                sample=data["sample"], seed=data["seed"], executable_only=data["executable_only"],
                 max_concurrency=data["max_concurrency"], spend_cap=data["spend_cap"], pool=data["pool"] or None,
                 without=data["without"])
         except ValidationError as exc:
@@ -127,7 +127,8 @@ def run_estimate(request: HttpRequest, name: str) -> HttpResponse:
             endpoint=session_services.default_llm_endpoint(),
             exemplar_set_version=data.get("exemplar_set_version"), zero_shot=data.get("zero_shot", False),
             paper_replica=data.get("paper_replica", False), db_ids=data.get("db_ids") or [],
-            limit=data.get("limit"), sample=data["sample"], seed=data.get("seed"), without=data.get("without") or ())
+            limit=data.get("limit"), sample=data["sample"], seed=data.get("seed"), without=data.get("without") or (),
+            executable_only=data.get("executable_only", False))
     pool_needed = None
     if data.get("strategy"):  # a valid choice: the form checked it
         pool_needed = services.run_pool_needed(strategy=data["strategy"], pool=data.get("pool"),
@@ -167,6 +168,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                and label_selectors.corrections(run=run, user=request.user) else None,
                "awaiting_choice": services.run_awaits_missing_choice(run),
                "can_choose_missing": policies.can_upload_predictions(request.user),
+               "can_control": policies.can_control_run(request.user, run),
                "query": query.urlencode(), "exemplars": selectors.run_exemplars(run=run),
                "progress": services.run_progress(run=run) if run.source == Run.Source.AGENT else None}
     if request.htmx and request.GET.get("poll"):

@@ -25,6 +25,8 @@ class Command(BaseCommand):
                                  "join-buckets: a random N (default 50) per tables-joined bucket 2, 3 and 4+, "
                                  "drawn with --seed (the paper's Table 10).")
         parser.add_argument("--seed", type=int, help="Seed of a random sample (drawn and stored when omitted).")
+        parser.add_argument("--executable-only", action="store_true",
+                            help="Only questions whose database is available here (the others cannot run).")
         parser.add_argument("--db", action="append", default=[], help="Restrict to a db_id (repeatable).")
         parser.add_argument("--exemplars", metavar="SET[:N]",
                             help="Exemplar set (default for interactive_t2s: the paper's set for the dataset).")
@@ -80,6 +82,7 @@ class Command(BaseCommand):
                 dataset=dataset, name=o["name"] or f"{o['strategy']} on {dataset.name}", strategy=o["strategy"],
                 exemplar_set_version=version, zero_shot=o["zero_shot"], paper_replica=o["paper_replica"],
                 db_ids=o["db"], limit=o["limit"], sample=o["sample"], seed=o["seed"],
+                executable_only=o["executable_only"],
                 max_concurrency=o["concurrency"], spend_cap=o["spend_cap"], pool=o["pool"], without=o["without"],
                 user=account)
         except ValidationError as exc:

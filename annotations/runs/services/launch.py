@@ -22,11 +22,12 @@ from annotations.runs.services.dispatch import run_dispatch_queue
 logger = logging.getLogger(__name__)
 
 def questions_for(dataset: Dataset, *, db_ids: Sequence[str] = (), limit: int | None = None, sample: str = "first",
-                  seed: int | None = None) -> list[DatasetQuestion]:
+                  seed: int | None = None, executable_only: bool = False) -> list[DatasetQuestion]:
     """The questions a run covers (``annotations.runs.sampling``): all, the first ``limit``, or a seeded random
-    ``limit`` of them."""
+    ``limit`` of them (``executable_only``: among those whose database is available here)."""
     try:
-        return sample_questions(dataset.questions.all(), db_ids=db_ids, limit=limit, mode=sample, seed=seed)
+        return sample_questions(dataset.questions.all(), db_ids=db_ids, limit=limit, mode=sample, seed=seed,
+                                executable_only=executable_only)
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
 
@@ -41,7 +42,7 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
                      db_ids: Sequence[str] = (), limit: int | None = None, max_concurrency: int | None = None,
                      spend_cap: float | None = None, pool: str | None = None, sample: str = "first",
                      seed: int | None = None, questions: Sequence[DatasetQuestion] | None = None,
-                     exemplar_candidate=None, without: Sequence[str] = ()) -> Run:
+                     exemplar_candidate=None, without: Sequence[str] = (), executable_only: bool = False) -> Run:
     """A run of one of our strategies over (a sample of) a dataset: one agent session per question.
 
     ``pool`` (see ``annotations.runs.pools``) is the example pool of retrieving strategies; it is resolved
@@ -55,6 +56,8 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
     ``sample``: with a ``limit``, ``"first"`` N questions or a ``"random"`` N drawn with ``seed`` (one is drawn
     and stored when none is given), so the same sample can be run again; ``"join-buckets"``: ``limit`` (default
     50) random questions per tables-joined bucket 2, 3 and 4+, seeded alike (the paper's Table 10).
+    ``executable_only``: the selection leaves out questions whose database is not available here (they could
+    not run, nor be scored).
 
     ``questions`` (of ``dataset``) replaces the selection above by an explicit list (an experiment's suite).
     ``exemplar_candidate`` (an ``annotations.experiments`` candidate snapshot) is an unpublished candidate
@@ -101,7 +104,8 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
             raise ValidationError("Every question of a run belongs to its dataset.")
         sample, limit, seed, db_ids = "list", None, None, ()
     else:
-        questions = questions_for(dataset, db_ids=db_ids, limit=limit, sample=sample, seed=seed)
+        questions = questions_for(dataset, db_ids=db_ids, limit=limit, sample=sample, seed=seed,
+                                  executable_only=executable_only)
     if not questions:
         raise ValidationError("No question matches this selection.")
     pool_snapshot = None
@@ -139,7 +143,8 @@ def run_create_agent(*, dataset: Dataset, name: str, strategy: str = "interactiv
                     "without": without,
                     "sample": {"db_ids": list(db_ids), "limit": limit,
                                "mode": "list" if sample == "list" else sample if limit and sample != "all" else "all",
-                               "seed": seed if limit and sample in SEEDED_MODES else None}})
+                               "seed": seed if limit and sample in SEEDED_MODES else None,
+                               **({"executable_only": True} if executable_only and sample != "list" else {})}})
         RunItem.objects.bulk_create([
             RunItem(run=run, question=q, prediction_note="" if q.database_id else "database not available here")
             for q in questions])

@@ -28,6 +28,8 @@ def test_ask_in_the_browser_and_watch_turns_arrive_live(page, live_server, staff
         assert page.is_visible("text=working")
         page.wait_for_selector("#session-status:has-text('Answered')", timeout=30_000)
         assert page.inner_text("#final-sql") == "SELECT count(*) FROM singer"
+        # The poll that saw the session end brought its actions too, without a reload.
+        assert page.is_visible("#promote-form >> text=Promote to exemplar")
         assert page.is_visible("#turn-1 >> td:has-text('6')")
         page.screenshot(path=str(tmp_path / "session.png"), full_page=True)
     finally:

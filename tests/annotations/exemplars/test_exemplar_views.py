@@ -133,3 +133,25 @@ def test_a_waiting_author_is_told_who_reviews_and_which_role_it_takes(client, de
     django_user_model.objects.create_user("staffer", "s@example.com", "pw-s-123", is_staff=True)
     page = client.get(reverse("exemplars:exemplar_detail", args=[exemplar.pk])).content.decode()
     assert "Reviewers (Curators): <strong>rita</strong>." in page and "staffer" not in page
+
+
+def test_the_new_exemplar_and_new_set_addresses_opened_directly_lead_to_their_forms(client, author, reviewer):
+    client.force_login(author)
+    response = client.get("/exemplars/new/")
+    assert response.status_code == 302 and response.url == "/exemplars/#new-exemplar"
+    assert 'id="new-exemplar"' in client.get(response.url).content.decode()
+    assert client.get("/exemplars/sets/new/").status_code == 403  # an Annotator creates no sets
+    client.force_login(reviewer)
+    response = client.get("/exemplars/sets/new/")
+    assert response.status_code == 302 and response.url == "/exemplars/sets/#new-set"
+    assert 'id="new-set"' in client.get(response.url).content.decode()
+
+
+def test_checks_say_the_final_sql_is_missing_for_want_of_a_done_step_not_of_a_database(
+        client, demo_database, author, build_exemplar):
+    exemplar = build_exemplar(demo_database, author, actions=[
+        ("Count the genres.", 'ExecuteSQL("SELECT COUNT(*) FROM Genre")')])
+    client.force_login(author)
+    page = client.get(reverse("exemplars:exemplar_lint", args=[exemplar.pk])).content.decode()
+    assert "no registered database" not in page
+    assert "there is no final SQL yet" in page and "set when a Done step ends it" in page

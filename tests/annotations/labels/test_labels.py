@@ -91,7 +91,7 @@ def test_toggle_adds_and_removes_and_accepts_shown_suggestions(annotators, tiny_
     assert label.taxonomy_version == selectors.default_taxonomy_version() and label.note == "n"
     assert services.label_toggle(item=it, category=category("distinct"), user=alice) is None
     assert not Label.objects.exists()
-    rates = {r["key"]: r for r in selectors.suggestion_acceptance(run=tiny_run)}
+    rates = {r["key"]: r for r in selectors.suggestion_acceptance(run=tiny_run, user=alice)}
     assert rates["distinct"]["accepted"] == 1 and rates["distinct"]["rate"] == 100.0
     assert rates["format"]["accepted"] == 0 and rates["format"]["rate"] == 0.0
 
@@ -114,7 +114,7 @@ def test_two_annotators_on_one_question_of_a_single_annotator_queue(annotators, 
     Reservation.objects.filter(user=alice).update(expires_at="2000-01-01T00:00:00Z")
     with pytest.raises(services.LabelConflict):
         services.label_toggle(item=it, category=category("format"), user=bob)
-    assert selectors.queue_progress(queue=queue, user=alice) == {"total": 4, "labelled": 1, "mine": 1, "percent": 25}
+    assert selectors.queue_progress(queue=queue, user=alice) == {"total": 4, "complete": 1, "mine": 1, "left": 3, "needed": 1, "percent": 25}
 
 
 def test_the_limit_is_shown_as_a_clear_message_on_the_page(annotators, tiny_run, staff, client):
@@ -263,7 +263,7 @@ def test_queue_pages_dashboard_chart_csv_and_exports(annotators, tiny_run, staff
     first = client.get(reverse("labels:queue_next", args=[queue.pk]))
     assert first.url == reverse("labels:review", args=[item(tiny_run, 1).pk]) + f"?queue={queue.pk}"
     services.label_toggle(item=item(tiny_run, 1), category=category("distinct"), user=staff)
-    assert b"1 / 4 labelled" in client.get(queue.get_absolute_url()).content
+    assert b"1 / 4 complete" in client.get(queue.get_absolute_url()).content
     todo = client.get(queue.get_absolute_url() + "?show=todo").content.decode()
     assert "Which countries" not in todo and "older than 35" in todo
     dashboard = client.get(reverse("labels:dashboard", args=[tiny_run.pk])).content.decode()

@@ -34,7 +34,7 @@ def test_grouped_figures_equal_the_one_by_one_figures(tiny_run, annotators, staf
     grouped = selectors.queues_progress(queues=queues, user=alice)
     for queue in queues:
         assert grouped[queue.pk] == selectors.queue_progress(queue=queue, user=alice)
-    assert grouped[queues[0].pk] == {"total": 4, "labelled": 3, "mine": 2, "percent": 75}
+    assert grouped[queues[0].pk] == {"total": 4, "complete": 3, "mine": 2, "left": 1, "needed": 1, "percent": 75}
 
 
 def overview_counts(user, run):
@@ -192,16 +192,16 @@ def test_queue_list_progress_is_cached_and_follows_labels_and_evaluation(tiny_ru
     def progress(user):
         return selectors.queues_progress(queues=list(Queue.objects.select_related("run")), user=user)[queue.pk]
 
-    assert progress(alice) == {"total": 4, "labelled": 0, "mine": 0, "percent": 0}
+    assert progress(alice) == {"total": 4, "complete": 0, "mine": 0, "left": 4, "needed": 1, "percent": 0}
     services.label_toggle(item=failures[0], category=version.categories.first(), user=alice)
-    assert progress(alice) == {"total": 4, "labelled": 1, "mine": 1, "percent": 25}
-    assert progress(bob) == {"total": 4, "labelled": 1, "mine": 0, "percent": 25}
+    assert progress(alice) == {"total": 4, "complete": 1, "mine": 1, "left": 3, "needed": 1, "percent": 25}
+    assert progress(bob) == {"total": 4, "complete": 1, "mine": 0, "left": 3, "needed": 1, "percent": 25}
     failures[1].ex = True  # a re-evaluation finds one failure right after all
     failures[1].save()
     assert progress(alice)["total"] == 4  # cached under the run's evaluation
     tiny_run.evaluated_at = timezone.now()
     tiny_run.save()
-    assert progress(alice) == {"total": 3, "labelled": 1, "mine": 1, "percent": 33}
+    assert progress(alice) == {"total": 3, "complete": 1, "mine": 1, "left": 2, "needed": 1, "percent": 33}
 
 
 def blind_queue(run, staff):
@@ -266,12 +266,12 @@ def test_re_importing_a_dataset_changes_queue_progress_and_the_cached_progress_f
         run_services.dataset_import(kind="jsonl", path=path, name="tiny", register_databases=False,
                                     build_indexes=False)
 
-    assert progress() == {"total": 2, "labelled": 1, "mine": 1, "percent": 50}
+    assert progress() == {"total": 2, "complete": 1, "mine": 1, "left": 1, "needed": 1, "percent": 50}
     edited = [q if i != 4 else (*q[:4], "hard", q[5]) for i, q in enumerate(QUESTIONS)]
     reimport(edited)  # the unlabelled medium question is hard now
-    assert progress() == {"total": 1, "labelled": 1, "mine": 1, "percent": 100}
+    assert progress() == {"total": 1, "complete": 1, "mine": 1, "left": 0, "needed": 1, "percent": 100}
     reimport(edited[:2])  # shorter: the labelled question goes, with its item and label
-    assert progress() == {"total": 0, "labelled": 0, "mine": 0, "percent": 0}
+    assert progress() == {"total": 0, "complete": 0, "mine": 0, "left": 0, "needed": 1, "percent": 0}
 
 
 def test_admin_edits_of_labels_queues_items_and_questions_are_counted_at_once(tiny_run, annotators, staff, rf):
