@@ -19,8 +19,11 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(PY) manage.py serve
 
+# Tests mostly wait on a browser, a worker or a socket, so four processes pay off even on two cores; the
+# fault tests stay together on one of them (their own PostgreSQL and Redis). TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 4
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -30,7 +30,8 @@ from tests.support.replay_server import ReplayServer
 from tests.support.run_dataset import question, replay_script
 from tests.support.worker import WorkerProcess
 
-pytestmark = pytest.mark.faults
+# One after another on one xdist worker (make test): each starts its own PostgreSQL, Redis and workers.
+pytestmark = [pytest.mark.faults, pytest.mark.xdist_group("faults")]
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 24

@@ -20,7 +20,8 @@ from tests.faults.test_faults import (  # noqa: F401 - the module's fixtures, us
     start_run,
 )
 
-pytestmark = pytest.mark.faults
+# One after another on one xdist worker (make test): each starts its own PostgreSQL, Redis and workers.
+pytestmark = [pytest.mark.faults, pytest.mark.xdist_group("faults")]
 
 OUTAGE_S = 60
 RECOVERY_BOUND_S = 45  # from the provider's return to the run scored
