@@ -274,8 +274,9 @@ SLICE_DIR = Path(__file__).resolve().parent / "support" / "data"
 def pytest_collection_modifyitems(config, items):
     """Tests marked shared_data need the full ../shared folder (T2S_SHARED_DIR): skipped only when it is absent.
 
-    The fault tests go first: under xdist they run one after another on one process (their xdist_group), the
-    longest stretch of the suite, so they start while the other processes share out everything else."""
+    The fault tests go first: under xdist (``--dist loadfile``) the tests of a file run one after another on
+    one process, and the fault files are the longest stretches of the suite, so they start at once while the
+    other processes share out everything else."""
     items.sort(key=lambda item: "faults" not in item.keywords)  # stable: the rest keeps its order
     if (SPIDER_DIR / "dev.json").is_file():
         return

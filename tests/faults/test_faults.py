@@ -30,8 +30,7 @@ from tests.support.replay_server import ReplayServer
 from tests.support.run_dataset import question, replay_script
 from tests.support.worker import WorkerProcess
 
-# One after another on one xdist worker (make test): each starts its own PostgreSQL, Redis and workers.
-pytestmark = [pytest.mark.faults, pytest.mark.xdist_group("faults")]
+pytestmark = pytest.mark.faults
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 24

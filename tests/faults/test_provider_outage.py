@@ -20,8 +20,7 @@ from tests.faults.test_faults import (  # noqa: F401 - the module's fixtures, us
     start_run,
 )
 
-# One after another on one xdist worker (make test): each starts its own PostgreSQL, Redis and workers.
-pytestmark = [pytest.mark.faults, pytest.mark.xdist_group("faults")]
+pytestmark = pytest.mark.faults
 
 OUTAGE_S = 60
 RECOVERY_BOUND_S = 45  # from the provider's return to the run scored
