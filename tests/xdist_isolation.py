@@ -32,8 +32,18 @@ def _isolate(worker: str) -> None:
             raise RuntimeError("parallel tests on a Redis broker need redis-server (one per worker); "
                                "run with -n 0 to share the configured Redis")
         redis = PrivateRedis().start()
-        atexit.register(redis.close)
+        _servers.append(redis)
+        atexit.register(redis.close)  # also when the worker ends without unconfiguring
         os.environ["CELERY_BROKER_URL"] = redis.url
+
+
+_servers: list = []
+
+
+def pytest_unconfigure(config) -> None:
+    # execnet may end a worker with os._exit, which skips atexit: stop the worker's Redis here first.
+    while _servers:
+        _servers.pop().close()
 
 
 if WORKER:
