@@ -19,8 +19,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(PY) manage.py serve
 
+# Tests mostly wait on a browser, a worker or a socket, so four processes pay off even on two cores. Each test
+# file stays on one process (--dist loadfile): the fault tests of a file, each with its own PostgreSQL and
+# Redis, never run at once. TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 4
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

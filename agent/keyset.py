@@ -26,7 +26,7 @@ from django.db import models
 from django.db.models import Q, QuerySet
 
 # Counting every match of a filter over 200k rows costs more than the page itself (each match is a row read):
-# past this, the page says "more than". 10,000 still took 200 ms at 200k sessions.
+# past this, the page says "more than".
 COUNT_CAP = 1_000
 
 

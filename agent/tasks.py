@@ -42,7 +42,7 @@ THREAD_POOLS = ("celery.concurrency.thread",)
 
 
 @worker_ready.connect
-def _prestart_query_processes(sender=None, **kwargs) -> None:
+def prestart_query_processes(sender=None, **kwargs) -> None:
     pool = getattr(sender, "pool", None)
     if pool is None or type(pool).__module__ not in THREAD_POOLS:
         return  # prefork children start their own after the fork; solo runs one session at a time

@@ -48,7 +48,7 @@ app.autodiscover_tasks()
 
 
 @signals.worker_init.connect
-def _keep_worker_db_connections(**kwargs) -> None:
+def keep_worker_db_connections(**kwargs) -> None:
     """A worker's connections live ``WORKER_DB_CONN_MAX_AGE`` seconds, each checked before its first use in a task.
 
     Set on the connections' settings before any task thread (or prefork child) opens one; the web processes'

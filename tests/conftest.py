@@ -34,6 +34,27 @@ def service_unavailable(what: str) -> None:
     pytest.skip(f"{what} unreachable")
 
 
+# The one reason a test about the app database's vendor skips; .ci/run's embedded pass accepts only this one
+# (and shared_data's) among its skips.
+APP_DATABASE_SKIP = "about PostgreSQL as the app database; the app database here is SQLite"
+
+
+def only_on_postgres_app_database(why: str) -> None:
+    """Skip a test of what only PostgreSQL as the app's own database does (``why``); tests of PostgreSQL
+    targets use ``pg_database`` instead and run on either app database."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip(f"{APP_DATABASE_SKIP}: {why}")
+
+
+def redis_url_for_tests() -> str | None:
+    """A Redis server for tests of Redis-backed code (the endpoints' slots) when the broker is not Redis:
+    ``T2S_TEST_REDIS_URL``, else the broker's URL when it is Redis."""
+    url = os.environ.get("T2S_TEST_REDIS_URL") or os.environ.get("CELERY_BROKER_URL", "")
+    return url if url.startswith("redis://") else None
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
     """pytest-django's test database, and at the end of the session the connections other threads left open
@@ -251,7 +272,12 @@ SLICE_DIR = Path(__file__).resolve().parent / "support" / "data"
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked shared_data need the full ../shared folder (T2S_SHARED_DIR): skipped only when it is absent."""
+    """Tests marked shared_data need the full ../shared folder (T2S_SHARED_DIR): skipped only when it is absent.
+
+    The fault tests go first: under xdist (``--dist loadfile``) the tests of a file run one after another on
+    one process, and the fault files are the longest stretches of the suite, so they start at once while the
+    other processes share out everything else."""
+    items.sort(key=lambda item: "faults" not in item.keywords)  # stable: the rest keeps its order
     if (SPIDER_DIR / "dev.json").is_file():
         return
     skip = pytest.mark.skip(reason=f"needs the shared data folder, not found at {SHARED_DIR}")

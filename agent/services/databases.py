@@ -70,10 +70,9 @@ def thread_sandbox() -> SQLiteSandbox:
 def prestart_sandboxes(count: int) -> int:
     """Start query processes for ``count`` threads now (a threads-pool worker at start-up: one per thread).
 
-    A fresh worker's first sessions otherwise each boot one (about 25 ms of CPU each, 64 at once for a run at
-    concurrency 64) exactly while the worker receives and starts them: measured in ``make bench-runs`` step
-    3, the first 64 sessions then took up to 4 s to be received instead of under 1 s. Returns how many were
-    started (spares already waiting count towards ``count``)."""
+    A fresh worker's first sessions would otherwise each boot one exactly while the worker receives and starts
+    them, which delays their start (BENCHMARKS.md, "Runs"). Returns how many were started (spares already
+    waiting count towards ``count``)."""
     with _spares_lock:
         missing = max(0, count - len(_spare_sandboxes))
         for _ in range(missing):

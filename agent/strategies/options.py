@@ -131,7 +131,7 @@ def _fits(value: Any, hint: Any) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _type_hints(config_class: type) -> dict[str, Any]:
-    # Once per class: resolving the string annotations took about 0.1 ms at every session started.
+    # Once per class, not at every session start: resolving string annotations is not free.
     return typing.get_type_hints(config_class)
 
 

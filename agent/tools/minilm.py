@@ -73,7 +73,7 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarr
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    # BERT's GELU is the erf form; the tanh form is 7x faster in numpy (no erf) and moves the sentence
+    # BERT's GELU is the erf form; the tanh form is much faster in numpy (no erf) and moves the sentence
     # vectors by less than 1e-6 in cosine (checked against sentence-transformers).
     return 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + np.float32(0.044715) * x * x * x)))
 
@@ -127,7 +127,7 @@ class MiniLM:
         # Similar lengths together: less padding, and padding never changes a result (it is masked).
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         # One BLAS thread: these matrices are small, and OpenBLAS's threads spinning against other work
-        # on a busy 2-core machine made a batch 10-30x slower; concurrency comes from the callers.
+        # on a busy machine made a batch many times slower; concurrency comes from the callers.
         with _BLAS.limit(limits=1, user_api="blas"):
             for start in range(0, len(order), batch_size):
                 chunk = order[start:start + batch_size]

@@ -437,7 +437,7 @@ def queues_progress(*, queues: list[Queue], user) -> dict[int, dict[str, int]]:
     runs = {q.run_id: q.run for q in queues}
     if not runs:
         return {}
-    # Counting them reads every failure with two label lookups (120 ms at 30 runs of 1,034 questions), so a
+    # Counting them reads every failure with two label lookups, so a
     # finished run's groups are cached per user under the labels' version and the run's state; a running run's
     # failures still change, they are counted each time.
     version = labels_version()

@@ -18,7 +18,7 @@ from django.db import connection
 from agent.llm import CallRefused, LLMClient, LLMSettings
 from agent.models import LLMCallLease, LLMEndpoint
 from agent.services import gates, llm_slots
-from tests.conftest import service_unavailable
+from tests.conftest import redis_url_for_tests, service_unavailable
 from tests.support.replay_server import ReplayServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,9 +28,9 @@ SLOW = {"text": "ok", "latency_ms": 150}
 
 
 def redis_url() -> str:
-    url = os.environ.get("CELERY_BROKER_URL", "")
-    if not url.startswith("redis://"):
-        service_unavailable("Redis (CELERY_BROKER_URL=redis://...)")
+    url = redis_url_for_tests()
+    if url is None:
+        service_unavailable("Redis (T2S_TEST_REDIS_URL or CELERY_BROKER_URL=redis://...)")
     try:
         llm_slots.RedisSlots(url).client.ping()
     except Exception:

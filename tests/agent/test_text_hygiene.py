@@ -16,6 +16,7 @@ import pytest
 
 from agent.models import AgentSession, Turn
 from agent.textclean import MAX_COMPLETION_CHARS, REPLACEMENT, clean_json, clean_text
+from tests.conftest import seed_taxonomy_and_roles
 
 HOSTILE = "a\x00b\ud800c\udfffd"
 CLEAN = f"a{REPLACEMENT}b{REPLACEMENT}c{REPLACEMENT}d"
@@ -88,6 +89,8 @@ def tiny_labelled_item(db, staff):
     question = DatasetQuestion.objects.create(dataset=dataset, index=0, db_id="x", question="q", gold_sql="SELECT 1")
     run = Run.objects.create(name="r", dataset=dataset)
     item = RunItem.objects.create(run=run, question=question, predicted_sql="SELECT 2")
+    if not Category.objects.exists():
+        seed_taxonomy_and_roles()  # a transactional test run before this one in the process flushed them
     category = Category.objects.first()
     return Label.objects.create(item=item, category=category, taxonomy_version=category.version, annotator=staff)
 

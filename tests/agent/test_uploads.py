@@ -13,7 +13,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from agent.models import Database, DatabaseGrant, ImportJob
 from agent.roles import ASKER, DATA_ADMIN, VIEWER
 from agent.services import uploads
-from tests.conftest import give_roles
+from tests.conftest import give_roles, only_on_postgres_app_database
 from tests.support.uploads import sqlite_bytes
 
 pytestmark = pytest.mark.django_db
@@ -155,10 +155,9 @@ def test_a_request_larger_than_the_limit_is_refused_from_its_length_alone(client
 
 @pytest.mark.django_db(transaction=True)
 def test_progress_inside_an_open_import_transaction_is_visible_at_once_on_postgresql(staff):
-    from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+    from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
-    if connection.vendor != "postgresql":
-        pytest.skip("the embedded app database writes questions in short transactions: nothing to see through")
+    only_on_postgres_app_database("the embedded app database writes questions in short transactions")
     job = ImportJob.objects.create(kind="dataset", name="d", created_by=staff)
     reporter = uploads.JobReporter(job, every_s=0)
     other = connections.create_connection(DEFAULT_DB_ALIAS)

@@ -9,15 +9,6 @@ from agent import tasks
 from agent.services import databases
 
 
-@pytest.fixture
-def spares():
-    yield databases._spare_sandboxes
-    with databases._spares_lock:
-        left, databases._spare_sandboxes[:] = list(databases._spare_sandboxes), []
-    for sandbox in left:
-        sandbox.close()
-
-
 def in_new_thread(fn):
     out = []
     thread = threading.Thread(target=lambda: out.append(fn()))
@@ -26,19 +17,42 @@ def in_new_thread(fn):
     return out[0]
 
 
-def test_threads_take_the_started_query_processes_then_start_their_own(spares):
+def take_sandboxes(count: int) -> list:
+    """The query processes ``count`` new threads get (a started spare, or one that starts on its first query)."""
+    return [in_new_thread(databases.thread_sandbox) for _ in range(count)]
+
+
+def close(sandboxes) -> None:
+    for sandbox in sandboxes:
+        sandbox.close()
+
+
+@pytest.fixture
+def no_spares():
+    """No started query process waits for a thread, before and after the test (new threads take them)."""
+
+    def drain() -> None:
+        while True:
+            sandbox = in_new_thread(databases.thread_sandbox)
+            sandbox.close()
+            if sandbox.pid is None:  # a fresh one: no spare was left
+                return
+
+    drain()
+    yield
+    drain()
+
+
+def test_threads_take_the_started_query_processes_then_start_their_own(no_spares):
     assert databases.prestart_sandboxes(2) == 2
     assert databases.prestart_sandboxes(2) == 0  # spares already waiting count
-    started = {s.pid for s in spares}
-    assert len(started) == 2 and None not in started
-    first, second, third = (in_new_thread(databases.thread_sandbox) for _ in range(3))
+    first, second, third = taken = take_sandboxes(3)
     try:
-        assert {first.pid, second.pid} == started and not spares
+        assert first.pid and second.pid and first.pid != second.pid
         assert third.pid is None  # no spare left: started on its first query, as before
         assert in_new_thread(lambda: databases.thread_sandbox() is databases.thread_sandbox())
     finally:
-        for sandbox in (first, second, third):
-            sandbox.close()
+        close(taken)
 
 
 class FakeThreadPool:
@@ -54,14 +68,22 @@ class FakePreforkPool:
 
 
 @pytest.mark.django_db
-def test_a_threads_pool_worker_starts_a_query_process_per_thread_when_it_has_sqlite_targets(spares, demo_database):
-    tasks._prestart_query_processes(sender=SimpleNamespace(pool=FakePreforkPool()))
-    assert not spares  # prefork children would not inherit them usefully
-    tasks._prestart_query_processes(sender=SimpleNamespace(pool=FakeThreadPool(3)))
-    assert len(spares) == 3 and all(s.pid for s in spares)
+def test_a_threads_pool_worker_starts_a_query_process_per_thread_when_it_has_sqlite_targets(no_spares,
+                                                                                           demo_database):
+    tasks.prestart_query_processes(sender=SimpleNamespace(pool=FakePreforkPool()))
+    taken = take_sandboxes(1)
+    assert taken[0].pid is None  # prefork children would not inherit them usefully
+    tasks.prestart_query_processes(sender=SimpleNamespace(pool=FakeThreadPool(3)))
+    taken += take_sandboxes(4)
+    try:
+        assert [bool(s.pid) for s in taken[1:]] == [True, True, True, False]  # one per thread, started
+    finally:
+        close(taken)
 
 
 @pytest.mark.django_db
-def test_a_worker_without_sqlite_targets_starts_no_query_process(spares):
-    tasks._prestart_query_processes(sender=SimpleNamespace(pool=FakeThreadPool(3)))
-    assert not spares
+def test_a_worker_without_sqlite_targets_starts_no_query_process(no_spares):
+    tasks.prestart_query_processes(sender=SimpleNamespace(pool=FakeThreadPool(3)))
+    taken = take_sandboxes(1)
+    close(taken)
+    assert taken[0].pid is None

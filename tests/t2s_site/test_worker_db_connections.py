@@ -15,7 +15,8 @@ from celery.app.trace import build_tracer
 from celery.fixups.django import DjangoWorkerFixup
 from django.db import connection, connections, transaction
 
-from t2s_site.celery import _keep_worker_db_connections, app
+from t2s_site.celery import app, keep_worker_db_connections
+from tests.conftest import only_on_postgres_app_database
 from tests.support.worker import _database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,7 +39,7 @@ def worker_tasks(monkeypatch):
     """Run tasks as the worker's thread pool does; returns ``run(*calls)``, each call a function's arguments."""
     for key in ("CONN_MAX_AGE", "CONN_HEALTH_CHECKS"):
         monkeypatch.setitem(connections.settings["default"], key, connections.settings["default"][key])
-    _keep_worker_db_connections()
+    keep_worker_db_connections()
     fixup = DjangoWorkerFixup(app)
     signals.task_prerun.connect(fixup.on_task_prerun)
     signals.task_postrun.connect(fixup.on_task_postrun)
@@ -78,8 +79,7 @@ def test_a_worker_thread_keeps_its_connection_across_tasks(worker_tasks):
 
 
 def test_a_connection_broken_between_tasks_is_replaced_not_reused(worker_tasks):
-    if connection.vendor != "postgresql":
-        pytest.skip("a SQLite file cannot be taken away from its connection")
+    only_on_postgres_app_database("a SQLite file cannot be taken away from its connection")
     seen: list = []
 
     def terminate(trace) -> None:  # as a database restart does, while the thread waits for its next task

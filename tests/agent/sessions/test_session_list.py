@@ -12,6 +12,7 @@ from django.urls import reverse
 from agent import selectors
 from agent.models import AgentSession, Turn
 from tests.conftest import group_of_testers as team
+from tests.conftest import only_on_postgres_app_database
 
 pytestmark = pytest.mark.django_db
 
@@ -162,8 +163,7 @@ def test_api_lists_sessions_by_cursor_and_turns_after_an_index(user_client, user
 
 
 def test_question_filter_has_a_trigram_index_on_postgresql(user, shop):
-    if connection.vendor != "postgresql":
-        pytest.skip("the trigram index is PostgreSQL's; SQLite filters by a scan")
+    only_on_postgres_app_database("the trigram index is PostgreSQL's; SQLite filters by a scan")
     make_sessions(shop, user, 5)
     qs = selectors.session_list(viewer=user, q="number 3")
     with connection.cursor() as cursor:

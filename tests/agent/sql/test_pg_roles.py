@@ -17,7 +17,7 @@ from agent.models import Database
 from agent.roles import DATA_ADMIN
 from agent.sql import QueryRejected, connect
 from agent.sql.pg_roles import RoleRefused, readonly_role_sql
-from tests.conftest import PG_ADMIN_DSN, give_roles
+from tests.conftest import PG_ADMIN_DSN, give_roles, only_on_postgres_app_database
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -192,9 +192,8 @@ def test_the_role_is_checked_again_on_every_new_connection(target, make_role):
     assert rows(target) == [(1, "one"), (2, "two")]
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql",
-                    reason="the app's own database is SQLite here: the SQLite file rules cover it (test_registration_safety)")
 def test_the_apps_own_database_is_refused_even_through_a_read_only_role(client, django_user_model, make_role):
+    only_on_postgres_app_database("the SQLite file rules cover a SQLite app database (test_registration_safety)")
     app_dsn = f"{PG_ADMIN_DSN.rsplit('/', 1)[0]}/{connection.settings_dict['NAME']}"
     reader = make_role(dsn=app_dsn)
     response = register_via_api(client, django_user_model, "mirror", reader)
