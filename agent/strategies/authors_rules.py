@@ -140,8 +140,9 @@ _ACTION_NAMES = ("SearchColumn", "SearchValue", "FindShortestPath", "ExecuteSQL"
 
 def normalised_step(completion: str) -> str:
     """A completion as their driver keeps it: cut at "Observation", at most one "Action:" line, every other
-    newline and run of whitespace collapsed to one space, "[END]" removed, ``Thought: `` put in front.
-    Empty text stays empty."""
+    newline and run of whitespace collapsed to one space, "[END]" removed, ``Thought: `` put in front (also
+    before nothing, when the completion only had text after "Observation"). An empty completion, on which
+    their driver fails, stays empty."""
     text = completion.strip()
     if not text:
         return ""
@@ -150,9 +151,7 @@ def normalised_step(completion: str) -> str:
         text = "\nAction: ".join(text.split("\nAction: ")[:2])
     text = " ".join(text.replace("\n", " ").split())
     text = text.replace("Action:", "\nAction:").replace("[END]", "").strip()
-    if text and not text.startswith("Thought: "):
-        text = "Thought: " + text
-    return text
+    return text if text.startswith("Thought: ") else "Thought: " + text
 
 
 def action_error(step: str) -> str | None:

@@ -388,7 +388,9 @@ def build_messages(
                                      custom_tool_description, custom_tool_description_no_findpath)
     for step_text, observation in history:
         messages.append(Message("assistant", step_text))
-        messages.append(Message("user", observation_message(observation)))
+        # The authors' driver strips each observation before sending it.
+        messages.append(Message("user", observation_message(
+            observation.strip() if prompt_format == "paper" else observation)))
     return messages
 
 
