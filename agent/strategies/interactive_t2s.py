@@ -5,7 +5,8 @@ Each round: one LLM call produces ``Thought: ... Action: ...`` (stopped at
 ``Done`` ends the run once an ExecuteSQL has been called (before that it gets
 an error observation and the loop goes on, as in the authors' code); a step
 identical to the one before stops the case. The final SQL is the last
-successfully executed query that is not a bare ``SELECT * FROM t`` probe.
+successfully executed query that is not a bare ``SELECT * FROM t`` probe (with
+``final_sql_rule`` "authors": the last one written, as the authors' script takes it).
 
 Two behaviours of the authors' released code that the paper does not describe
 are switches, off by default (``authors_sql_rules``, ``authors_case_retry``;
@@ -182,7 +183,10 @@ FIDELITY: dict[str, tuple[str, ...]] = {
         "their FindShortestPath graph and wording; departures listed in the README).",
         "Authors' code, not in the paper, off by default: authors_sql_rules (ExecuteSQL rejections and the "
         "DOUBLE-CHECK hint) and authors_case_retry (up to 3 attempts); both on in the paper-replica preset.",
-        "Spider's flight_2 foreign key (the authors' patch) only when imported with --patch flight_2.",
+        "Spider's flight_2 foreign key (the authors' patch): applied by the paper-replica preset "
+        "(authors_foreign_keys), otherwise only when imported with --patch flight_2.",
+        "The authors' prompt layout, [END] stop, step flattening and final-SQL rule only with prompt_format "
+        "'paper' and final_sql_rule 'authors' (both set by the paper-replica preset).",
     ),
 }
 
