@@ -14,6 +14,8 @@ import pytest
 
 from agent.models import AgentSession
 from agent.services import sessions
+from agent.sql import ForeignKey, connect, with_foreign_keys
+from agent.strategies.prompt import paper_schema_text
 from annotations.exemplars.paper_sets import PROMPTS_DIR
 from tests.conftest import SPIDER_DIR
 
@@ -134,6 +136,19 @@ def test_the_replica_sends_the_authors_requests_byte_for_byte(spider_database, r
         # their answer: the last ExecuteSQL that is no SELECT * probe, failed or not, CAST removed
         assert session.final_sql == f"SELECT count(*) FROM {table}"
     assert AgentSession.objects.filter(status=AgentSession.Status.ANSWERED).count() == len(cases)
+
+
+@pytest.mark.parametrize("db_id", sorted(p.name for p in (SPIDER_DIR / "database").iterdir()
+                                          if (p / f"{p.name}.sqlite").is_file()) if SPIDER_DIR.is_dir() else [])
+def test_the_schema_table_is_the_authors_on_every_spider_dev_database(db_id):
+    conn = connect("sqlite", str(SPIDER_DIR / "database" / db_id / f"{db_id}.sqlite"))
+    try:
+        schema = conn.introspect(with_stats=True)
+    finally:
+        conn.close()
+    keys = [ForeignKey(table, (column,), *ref.split(".")[:1], tuple(ref.split(".")[1:]))
+            for table, columns in AUTHORS_MISSING_FK.get(db_id, {}).items() for column, ref in columns.items()]
+    assert paper_schema_text(with_foreign_keys(schema, keys)) == authors_schema_table(db_id)
 
 
 def test_the_ablation_sends_the_no_findpath_text_once_and_the_closing_line(spider_database, replay_llm):
