@@ -419,6 +419,8 @@ def _exemplar_warnings(few_shot: FewShot | None, config, user=None) -> list[str]
     the default profile, rewritten from the authors' format (agent.tools.authors_reprs)."""
     if few_shot is None or not hasattr(config, "observation_profile"):
         return []
+    if getattr(config, "prompt_format", "default") == "paper":
+        return []  # the authors' prompt sends their exemplar text as written, by design
     if config.observation_profile == "default":
         how = "are rewritten from their stored text into the 'default' format, not run again"
     else:

@@ -120,6 +120,7 @@ def test_the_replica_sends_the_authors_requests_byte_for_byte(spider_database, r
     for db_id, question, table in cases:
         session = sessions.session_create(database=databases[db_id], question=question, paper_replica=True,
                                           enqueue=False)
+        assert session.config["exemplar_warnings"] == []  # their exemplar text is sent as written, by design
         sessions.session_execute(session_id=session.pk)
         session.refresh_from_db()
         records = sessions.session_records(session)
