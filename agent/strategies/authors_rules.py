@@ -166,6 +166,32 @@ def action_error(step: str) -> str | None:
     return None
 
 
+def action_call(step: str) -> str:
+    """The call their parser evaluates in a step it accepts (``action_error`` None): the text after
+    ``Action:`` from the first tool name on, newlines after ExecuteSQL made spaces, cut after the last ")"
+    (``Done`` alone when Done comes first)."""
+    rest = step.split("Action:")[1]
+    rest = rest[min(i for i in (rest.find(n) for n in _ACTION_NAMES) if i != -1):].strip()
+    if rest.startswith("Done"):
+        return "Done"
+    if "ExecuteSQL" in rest:
+        at = rest.find("ExecuteSQL")
+        rest = rest[:at] + rest[at:].replace("\n", " ").strip()
+    return rest[:rest.rfind(")") + 1]
+
+
+def call_syntax_error(call: str) -> str | None:
+    """Their error text when the call is no Python expression (their ``eval`` fails to compile it), else None.
+    The text is compiled, never run, as their eval would compile it."""
+    try:
+        compile(call, "<string>", "eval")
+    except SyntaxError as exc:
+        return f"Error: Action parsing error. {exc.__class__.__name__}: {exc}"
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return f"Error: Action parsing error. {exc.__class__.__name__}: {exc}"
+    return None
+
+
 _CAST = re.compile(r"CAST\((.*?) AS [^\)]+\)", re.IGNORECASE)
 
 

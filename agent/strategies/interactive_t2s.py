@@ -271,9 +271,17 @@ class InteractiveT2S(Strategy):
         # The client cuts at stop sequences already; cutting again covers other ChatModel implementations.
         text = cut_at_stop(completion.text, cfg.stop).strip()
         paper = cfg.prompt_format == "paper"
+        refusal = None
         if paper:
+            # As their driver: the step flattened, refused as their parser refuses it, else the call it reads.
             text = authors_rules.normalised_step(text)
-        step = parse_step(text)
+            refusal = authors_rules.action_error(text)
+            if refusal is None:
+                call = authors_rules.action_call(text)
+                refusal = authors_rules.call_syntax_error(call)
+                step = parse_step(text.split("Action:")[0] + "Action: " + call)
+        if not paper or refusal is not None:
+            step = parse_step(text)
         base: dict[str, Any] = {
             "index": index, "kind": TurnKind.REACT, "messages": messages, "completion": text,
             "thought": step.thought, "action": step.action_text,
@@ -287,9 +295,8 @@ class InteractiveT2S(Strategy):
             # The authors' loop stops a case whose output repeats the one before: nothing is run.
             message = "The step repeats the previous one word for word; the case stops."
             return TurnRecord(**{**base, "extra": {**base["extra"], "repeated": True}}, error=message)
-        if paper and authors_rules.action_error(text) is not None:
-            message = authors_rules.action_error(text) or ""
-            return TurnRecord(**base, observation=message, error=message)
+        if refusal is not None:
+            return TurnRecord(**base, observation=refusal, error=refusal)
         action = step.action
         if action is None:
             message = step.error or FORMAT_HINT

@@ -188,19 +188,26 @@ def test_the_replica_applies_flight_2s_key_itself(spider_database, replay_llm):
     assert "airlines.uid" not in sessions.session_records(plain)[0].observation
 
 
-def test_a_step_the_authors_parser_refuses_gets_their_error(spider_database, replay_llm):
+def test_a_step_is_read_and_refused_as_the_authors_parser_reads_it(spider_database, replay_llm):
     database = spider_database("concert_singer")
     replay_llm(["Thought: I will just answer 6.",
                 # a second "\nAction: " line is dropped as they drop it; two on one line are refused
                 'Thought: one Action: SearchValue("x") Action: ExecuteSQL("SELECT 1")',
+                # the call is read from the first tool name on, up to the last ")"
+                'Thought: look\nAction: I will call SearchValue("Netherlands") now',
+                'Action: SearchColumn("a") SearchColumn("b")',
                 "Thought: done\nAction: Done",
                 'Action: ExecuteSQL("SELECT count(*) FROM singer")', "Action: Done"])
     session = sessions.session_create(database=database, question="How many singers do we have?",
                                       paper_replica=True, enqueue=False)
     sessions.session_execute(session_id=session.pk)
-    observations = [t.observation for t in sessions.session_records(session)]
-    assert observations[:3] == [
+    records = sessions.session_records(session)
+    observations = [t.observation for t in records]
+    assert observations[:2] == [
         "Error: No valid action found. Please provide an action after `Action:` .",
         "Error: More than one `Action:` found. Please provide only one action.",
-        "Error. You must call ExecuteSQL function to provide the answer at least once.",
     ]
+    assert records[2].tool == "SearchValue" and records[2].args == ("Netherlands",) and records[2].tool_ok
+    assert observations[3].startswith("Error: Action parsing error. SyntaxError: ")
+    assert observations[4] == "Error. You must call ExecuteSQL function to provide the answer at least once."
+    assert records[2].messages[-2].content == "Thought: one \nAction: SearchValue(\"x\") \nAction: ExecuteSQL(\"SELECT 1\")"
