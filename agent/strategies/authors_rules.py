@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 ALIAS_ERROR = "Error. Do not use table alias, please write the full table name."
 LEFT_JOIN_ERROR = "Error. Do not support 'left join'."
@@ -190,6 +190,24 @@ def call_syntax_error(call: str) -> str | None:
     except (ValueError, RecursionError, MemoryError) as exc:
         return f"Error: Action parsing error. {exc.__class__.__name__}: {exc}"
     return None
+
+
+# Their "invalid result" texts (tool/utils.py INVALID_RESULTS).
+INVALID_RESULTS = frozenset({"[]", "[()]", "[(None,)]", "[(None, None)]", "[(0,)]", "[('',)]", "None", "[(0.0,)]"})
+
+
+def retry_wanted(observations: Sequence[str], *, after_max_rounds: bool) -> bool:
+    """Their retry test (``retry_no_empty``) on a finished case, given the observations its dialog holds in
+    order: it reads the last user message before the dialog's final one, which is the last observation when
+    the case ended with Done or a repetition (a closing message follows it) and the one before it when the
+    rounds ran out (the last observation is the final message; with none before it, the question). That text,
+    with "Observation: " removed, is unusable when it is one of their empty results or mentions "Error" or
+    " not supported"."""
+    pool = list(observations[:-1]) if after_max_rounds else list(observations)
+    if not pool:
+        return False  # their test then reads the question, which is no result
+    text = ("Observation: " + pool[-1]).replace("Observation: ", "").strip()
+    return text in INVALID_RESULTS or "Error" in text or " not supported" in text
 
 
 _CAST = re.compile(r"CAST\((.*?) AS [^\)]+\)", re.IGNORECASE)

@@ -220,7 +220,7 @@ class InteractiveT2S(Strategy):
             ended = self._case_end(case)
             if ended is not None:
                 if cfg.authors_case_retry and attempt + 1 < authors_rules.MAX_CASE_ATTEMPTS \
-                        and _unusable_ending(case):
+                        and self._unusable_ending(case, max_rounds=ended[0] == Status.MAX_ROUNDS):
                     attempt += 1
                     continue
                 status, error = ended
@@ -362,6 +362,14 @@ class InteractiveT2S(Strategy):
                               custom_tool_description_no_findpath=ctx.tool_description_no_findpath,
                               prompt_format=cfg.prompt_format, database=ctx.database_name,
                               exemplar_databases=ctx.exemplar_databases)
+
+    def _unusable_ending(self, case: Sequence[TurnRecord], *, max_rounds: bool) -> bool:
+        if self.config.prompt_format == "paper":
+            # Their test on their saved dialog: the text of its last observation message but one.
+            kept = [t.observation for t in case
+                    if t.completion is not None and not t.extra.get("repeated") and t.observation is not None]
+            return authors_rules.retry_wanted(kept, after_max_rounds=max_rounds)
+        return _unusable_ending(case)
 
     def _final(self, case: Sequence[TurnRecord]) -> tuple[str | None, Any]:
         if self.config.final_sql_rule == "authors":

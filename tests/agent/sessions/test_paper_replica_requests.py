@@ -211,3 +211,23 @@ def test_a_step_is_read_and_refused_as_the_authors_parser_reads_it(spider_databa
     assert observations[3].startswith("Error: Action parsing error. SyntaxError: ")
     assert observations[4] == "Error. You must call ExecuteSQL function to provide the answer at least once."
     assert records[2].messages[-2].content == "Thought: one \nAction: SearchValue(\"x\") \nAction: ExecuteSQL(\"SELECT 1\")"
+
+
+def test_a_case_is_run_again_only_when_their_retry_test_says_so(spider_database, replay_llm):
+    database = spider_database("concert_singer")
+    # "[(None, None, None)]" is no "invalid result" of theirs: the case stands
+    replay_llm(['Action: ExecuteSQL("SELECT DISTINCT NULL, NULL, NULL FROM singer")', "Action: Done"])
+    session = sessions.session_create(database=database, question="q1", paper_replica=True, enqueue=False)
+    sessions.session_execute(session_id=session.pk)
+    records = sessions.session_records(session)
+    assert records[0].observation.startswith("[(None, None, None)]") and len(records) == 2
+    # rounds ran out: their test reads the observation before the last one ("[(6,)]"), so no new attempt
+    replay_llm(['Action: ExecuteSQL("SELECT count(*) FROM singer")',
+                "Action: ExecuteSQL(\"SELECT name FROM singer WHERE name = 'nobody'\")"])
+    session = sessions.session_create(database=database, question="q2", paper_replica=True, enqueue=False,
+                                      options={"max_rounds": 2})
+    sessions.session_execute(session_id=session.pk)
+    records = sessions.session_records(session)
+    assert [r.observation for r in records] == ["[(6,)]", "[]"]
+    session.refresh_from_db()
+    assert session.status == AgentSession.Status.MAX_ROUNDS

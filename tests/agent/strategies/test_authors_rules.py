@@ -57,3 +57,17 @@ def test_a_completion_is_flattened_as_their_driver_keeps_it():
     assert authors_rules.normalised_step(raw) == "Thought: I look for the column. \nAction: SearchColumn('name')"
     assert authors_rules.normalised_step("Thought: x\nAction: Done\nObservation: made up") == \
         "Thought: x \nAction: Done"
+
+
+def test_a_case_is_run_again_as_their_retry_reads_the_saved_dialog():
+    # ended by Done: the last observation is read
+    assert authors_rules.retry_wanted(["[('Bob',)]", "[(0,)]"], after_max_rounds=False)
+    assert not authors_rules.retry_wanted(["[(0,)]", "[('Bob',)]"], after_max_rounds=False)
+    # rows of three Nones are no "invalid result" of theirs; an error anywhere in the text is
+    assert not authors_rules.retry_wanted(["[(None, None, None)]"], after_max_rounds=False)
+    assert authors_rules.retry_wanted(["no such column: Errors"], after_max_rounds=False)
+    # the rounds ran out: the last observation is the dialog's final message, the one before is read
+    assert not authors_rules.retry_wanted(["[('Bob',)]", "[]"], after_max_rounds=True)
+    assert authors_rules.retry_wanted(["[]", "[('Bob',)]"], after_max_rounds=True)
+    # the hint after a result makes it another text
+    assert not authors_rules.retry_wanted(["[(0,)]" + authors_rules.COLUMNS_HINT], after_max_rounds=False)
