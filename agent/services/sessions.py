@@ -445,7 +445,6 @@ def _exemplars_for(few_shot: FewShot, strategy, user=None) -> tuple:
         return few_shot.exemplars
     if getattr(cfg, "prompt_format", "default") == "paper":
         return few_shot.exemplars  # the authors' prompt: their exemplar files as written
-
     return tuple(_rerender(shot, db, cfg) if db is not None else _rewrite_stored(shot, cfg)
                  for shot, (_, db) in zip(few_shot.exemplars, _exemplar_databases(few_shot, user), strict=True))
 
