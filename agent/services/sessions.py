@@ -37,6 +37,7 @@ from agent.hygiene import clean_instance, cleaned_json
 from agent.llm import LLMClient, LLMSettings, Message, PriceTable
 from agent.models import AgentSession, Database, ExamplePool, LLMEndpoint, Turn
 from agent.services import spend
+from agent.sql import ForeignKey as SchemaForeignKey
 from agent.strategies import (
     STRATEGIES,
     FewShot,
@@ -45,6 +46,7 @@ from agent.strategies import (
     create_strategy,
     follow_up_question,
 )
+from agent.strategies.authors_rules import MISSING_FOREIGN_KEYS
 from agent.strategies.interactive_t2s import PAPER_REPLICA_OPTIONS
 from agent.strategies.options import option_errors
 from agent.strategies.pool import PoolExample, PoolExclusion
@@ -417,6 +419,8 @@ def _exemplar_warnings(few_shot: FewShot | None, config, user=None) -> list[str]
     the default profile, rewritten from the authors' format (agent.tools.authors_reprs)."""
     if few_shot is None or not hasattr(config, "observation_profile"):
         return []
+    if getattr(config, "prompt_format", "default") == "paper":
+        return []  # the authors' prompt sends their exemplar text as written, by design
     if config.observation_profile == "default":
         how = "are rewritten from their stored text into the 'default' format, not run again"
     else:
@@ -439,6 +443,8 @@ def _exemplars_for(few_shot: FewShot, strategy, user=None) -> tuple:
     cfg = getattr(strategy, "config", None)
     if cfg is None or not hasattr(cfg, "observation_profile") or not few_shot.exemplars:
         return few_shot.exemplars
+    if getattr(cfg, "prompt_format", "default") == "paper":
+        return few_shot.exemplars  # the authors' prompt: their exemplar files as written
     return tuple(_rerender(shot, db, cfg) if db is not None else _rewrite_stored(shot, cfg)
                  for shot, (_, db) in zip(few_shot.exemplars, _exemplar_databases(few_shot, user), strict=True))
 
@@ -464,6 +470,14 @@ def _rerender(shot, database: Database, cfg):
                      column_ranking=getattr(cfg, "column_ranking", "index")) as tools:
         return rerendered(shot, lambda name, args, kwargs: clip_observation(
             tools.run(name, args, kwargs).observation, cfg.max_observation_chars))
+
+
+def _authors_foreign_keys(database: Database, cfg) -> tuple[SchemaForeignKey, ...]:
+    """The keys the authors added to this Spider database (by its name), when the config asks for them."""
+    if not getattr(cfg, "authors_foreign_keys", False):
+        return ()
+    return tuple(SchemaForeignKey(table, (column,), ref_table, (ref_column,))
+                 for table, column, ref_table, ref_column in MISSING_FOREIGN_KEYS.get(database.name, ()))
 
 
 def session_enqueue(*, session: AgentSession) -> None:
@@ -576,6 +590,7 @@ def session_execute(*, session_id: int) -> None:
                 session.database, enabled=getattr(strategy.config, "enabled_tools", None),
                 profile=getattr(strategy.config, "observation_profile", "default"),
                 column_ranking=getattr(strategy.config, "column_ranking", "index"),
+                extra_foreign_keys=_authors_foreign_keys(session.database, strategy.config),
                 connector=open_connector(session.database, sandbox=thread_sandbox())))
             # Every call passes the session's gate: the daily budget, then an endpoint slot (agent/services/gates.py).
             deadline = started + float(agent_settings.SESSION_MAX_SECONDS)
@@ -592,7 +607,9 @@ def session_execute(*, session_id: int) -> None:
                                  example_pool=_example_pool(session.config),
                                  question_key=session.config.get("question_key") or None,
                                  pool_exclusion=_pool_exclusion(session.config),
-                                 tool_description_no_findpath=few_shot.tool_description_no_findpath)
+                                 tool_description_no_findpath=few_shot.tool_description_no_findpath,
+                                 database_name=session.database.name,
+                                 exemplar_databases=tuple(few_shot.databases))
             last_messages = list(previous[-1].messages) if previous else []
 
             def on_turn(record: TurnRecord) -> None:

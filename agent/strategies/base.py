@@ -54,6 +54,8 @@ class SessionContext:
     question_key: str | None = None  # sessions stored before pool_exclusion: only this entry was left out
     pool_exclusion: Any | None = None
     tool_description_no_findpath: str | None = None  # the set's text for the run without FindShortestPath
+    database_name: str | None = None  # the target's name, for prompts that head its schema with it
+    exemplar_databases: tuple[str | None, ...] = ()  # each exemplar's database name, likewise
 
 
 @dataclass(frozen=True)

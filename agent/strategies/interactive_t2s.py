@@ -5,7 +5,8 @@ Each round: one LLM call produces ``Thought: ... Action: ...`` (stopped at
 ``Done`` ends the run once an ExecuteSQL has been called (before that it gets
 an error observation and the loop goes on, as in the authors' code); a step
 identical to the one before stops the case. The final SQL is the last
-successfully executed query that is not a bare ``SELECT * FROM t`` probe.
+successfully executed query that is not a bare ``SELECT * FROM t`` probe (with
+``final_sql_rule`` "authors": the last one written, as the authors' script takes it).
 
 Two behaviours of the authors' released code that the paper does not describe
 are switches, off by default (``authors_sql_rules``, ``authors_case_retry``;
@@ -47,10 +48,16 @@ from .prompt import build_messages, enabled_tool_names
 EXECUTE_SQL = "ExecuteSQL"
 OBSERVATION_PROFILES = ("default", "paper")
 
+# The authors' stops: their tool text asks the model to end each action with "[END]".
+AUTHORS_STOP: tuple[str, ...] = (*PAPER_STOP, "[END]")
 # The paper-replica preset: the agent as the authors ran it (with the paper's exemplars, chosen by the caller).
 PAPER_REPLICA_OPTIONS: dict[str, Any] = {"observation_profile": "paper", "authors_sql_rules": True,
-                                         "authors_case_retry": True, "column_ranking": "embedding"}
+                                         "authors_case_retry": True, "column_ranking": "embedding",
+                                         "prompt_format": "paper", "final_sql_rule": "authors",
+                                         "authors_foreign_keys": True, "stop": list(AUTHORS_STOP)}
 COLUMN_RANKINGS = ("index", "embedding")
+PROMPT_FORMATS = ("default", "paper")
+FINAL_SQL_RULES = ("default", "authors")
 
 # SELECT * FROM t, optionally LIMIT n [OFFSET m]: a look at the data, not an answer.
 _PROBE = re.compile(
@@ -97,6 +104,17 @@ class InteractiveT2SConfig:
     # embeddings alone, as the authors ranked; BM25 where the index has no vectors).
     column_ranking: str = option("index", choices=COLUMN_RANKINGS,
                                  help="SearchColumn's ranking: the database's index, or embeddings alone.")
+    # "paper": the messages laid out as the authors' driver does (their headers and closing line, their schema
+    # table, each step flattened onto one Thought line and one Action line, their parse and Done errors).
+    prompt_format: str = option("default", choices=PROMPT_FORMATS,
+                                help="How the messages are laid out: ours, or as the authors' driver sent them.")
+    # "authors": the answer is the last ExecuteSQL written, run or failed, as their make_final_res.py takes it
+    # (agent.strategies.authors_rules.final_sql); "default": the last query that ran, probes aside.
+    final_sql_rule: str = option("default", choices=FINAL_SQL_RULES,
+                                 help="The answer: the last query that ran, or the authors' last one written.")
+    # The keys the authors added to Spider databases that use them undeclared (flight_2), applied to the schema,
+    # the prompt and FindShortestPath whatever the import did.
+    authors_foreign_keys: bool = option(False, help="The foreign keys the authors added to Spider's flight_2.")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop", tuple(self.stop))
@@ -114,6 +132,10 @@ class InteractiveT2SConfig:
             raise ValueError(f"observation_profile must be one of {', '.join(OBSERVATION_PROFILES)}")
         if self.column_ranking not in COLUMN_RANKINGS:
             raise ValueError(f"column_ranking must be one of {', '.join(COLUMN_RANKINGS)}")
+        if self.prompt_format not in PROMPT_FORMATS:
+            raise ValueError(f"prompt_format must be one of {', '.join(PROMPT_FORMATS)}")
+        if self.final_sql_rule not in FINAL_SQL_RULES:
+            raise ValueError(f"final_sql_rule must be one of {', '.join(FINAL_SQL_RULES)}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -161,7 +183,10 @@ FIDELITY: dict[str, tuple[str, ...]] = {
         "their FindShortestPath graph and wording; departures listed in the README).",
         "Authors' code, not in the paper, off by default: authors_sql_rules (ExecuteSQL rejections and the "
         "DOUBLE-CHECK hint) and authors_case_retry (up to 3 attempts); both on in the paper-replica preset.",
-        "Spider's flight_2 foreign key (the authors' patch) only when imported with --patch flight_2.",
+        "Spider's flight_2 foreign key (the authors' patch): applied by the paper-replica preset "
+        "(authors_foreign_keys), otherwise only when imported with --patch flight_2.",
+        "The authors' prompt layout, [END] stop, step flattening and final-SQL rule only with prompt_format "
+        "'paper' and final_sql_rule 'authors' (both set by the paper-replica preset).",
     ),
 }
 
@@ -195,11 +220,11 @@ class InteractiveT2S(Strategy):
             ended = self._case_end(case)
             if ended is not None:
                 if cfg.authors_case_retry and attempt + 1 < authors_rules.MAX_CASE_ATTEMPTS \
-                        and _unusable_ending(case):
+                        and self._unusable_ending(case, max_rounds=ended[0] == Status.MAX_ROUNDS):
                     attempt += 1
                     continue
                 status, error = ended
-                sql, result = _final(case)
+                sql, result = self._final(case)
                 if status is None:
                     status = Status.ANSWERED if sql else Status.GAVE_UP
                 return Outcome(status, sql, result, error, Totals.from_turns(turns))
@@ -245,7 +270,18 @@ class InteractiveT2S(Strategy):
         cfg = self.config
         # The client cuts at stop sequences already; cutting again covers other ChatModel implementations.
         text = cut_at_stop(completion.text, cfg.stop).strip()
-        step = parse_step(text)
+        paper = cfg.prompt_format == "paper"
+        refusal = None
+        if paper:
+            # As their driver: the step flattened, refused as their parser refuses it, else the call it reads.
+            text = authors_rules.normalised_step(text)
+            refusal = authors_rules.action_error(text)
+            if refusal is None:
+                call = authors_rules.action_call(text)
+                refusal = authors_rules.call_syntax_error(call)
+                step = parse_step(text.split("Action:")[0] + "Action: " + call)
+        if not paper or refusal is not None:
+            step = parse_step(text)
         base: dict[str, Any] = {
             "index": index, "kind": TurnKind.REACT, "messages": messages, "completion": text,
             "thought": step.thought, "action": step.action_text,
@@ -259,6 +295,8 @@ class InteractiveT2S(Strategy):
             # The authors' loop stops a case whose output repeats the one before: nothing is run.
             message = "The step repeats the previous one word for word; the case stops."
             return TurnRecord(**{**base, "extra": {**base["extra"], "repeated": True}}, error=message)
+        if refusal is not None:
+            return TurnRecord(**base, observation=refusal, error=refusal)
         action = step.action
         if action is None:
             message = step.error or FORMAT_HINT
@@ -270,6 +308,9 @@ class InteractiveT2S(Strategy):
         if action.is_done:
             if not any(t.tool == EXECUTE_SQL for t in case):
                 # As in the authors' code: the answer is the last executed query, so there must be one.
+                if paper:
+                    return TurnRecord(**base, observation=authors_rules.NO_EXECUTE_ERROR,
+                                      error=authors_rules.NO_EXECUTE_ERROR)
                 message = "You must call ExecuteSQL to provide the answer at least once before Done."
                 return TurnRecord(**base, observation=f"Error: {message}", error=message)
             return TurnRecord(**base)
@@ -318,10 +359,25 @@ class InteractiveT2S(Strategy):
                               exemplars=ctx.exemplars, enabled_tools=cfg.enabled_tools,
                               use_evidence=cfg.use_evidence, history=history,
                               custom_tool_description=ctx.tool_description,
-                              custom_tool_description_no_findpath=ctx.tool_description_no_findpath)
+                              custom_tool_description_no_findpath=ctx.tool_description_no_findpath,
+                              prompt_format=cfg.prompt_format, database=ctx.database_name,
+                              exemplar_databases=ctx.exemplar_databases)
+
+    def _unusable_ending(self, case: Sequence[TurnRecord], *, max_rounds: bool) -> bool:
+        if self.config.prompt_format == "paper":
+            # Their test on their saved dialog: the text of its last observation message but one.
+            kept = [t.observation for t in case
+                    if t.completion is not None and not t.extra.get("repeated") and t.observation is not None]
+            return authors_rules.retry_wanted(kept, after_max_rounds=max_rounds)
+        return _unusable_ending(case)
+
+    def _final(self, case: Sequence[TurnRecord]) -> tuple[str | None, Any]:
+        if self.config.final_sql_rule == "authors":
+            return _authors_final(case)
+        return _final(case)
 
     def _stop(self, turns: Sequence[TurnRecord], case: Sequence[TurnRecord], status: Status, error: str) -> Outcome:
-        sql, result = _final(case)
+        sql, result = self._final(case)
         return Outcome(status, sql, result, error, Totals.from_turns(turns))
 
 
@@ -389,6 +445,17 @@ def _final(turns: Sequence[TurnRecord]) -> tuple[str | None, Any]:
         if not re.search(r"\blimit\b", t.sql, re.IGNORECASE):
             return t.sql, t.result
     return None, None
+
+
+def _authors_final(case: Sequence[TurnRecord]) -> tuple[str | None, Any]:
+    """The authors' answer from the messages their dialog keeps (a repeated step is never added to it); the
+    result is shown only when that very query ran."""
+    kept = [t for t in case if t.completion is not None and not t.extra.get("repeated")]
+    sql = authors_rules.final_sql(t.completion or "" for t in kept)
+    if sql is None:
+        return None, None
+    ran = next((t for t in reversed(kept) if t.tool == EXECUTE_SQL and t.tool_ok and t.sql == sql), None)
+    return sql, ran.result if ran is not None else None
 
 
 def _sql_of(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], result: ToolResult) -> str | None:

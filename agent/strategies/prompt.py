@@ -242,14 +242,8 @@ def system_prompt(exemplars: Sequence[Exemplar], *, enabled_tools: Sequence[str]
     With every tool but FindShortestPath, the set's own no-findpath text (the paper's
     tool_desc_no_findpath.txt) is used when it has one. Exemplar steps calling a switched-off tool are dropped."""
     tools = enabled_tool_names(enabled_tools)
-    custom = (custom_tool_description or "").strip()
-    custom_no_findpath = (custom_tool_description_no_findpath or "").strip()
-    if custom and tools == enabled_tool_names(None):
-        parts = [custom]
-    elif custom_no_findpath and tools == tuple(n for n in enabled_tool_names(None) if n != ABLATION_TOOL):
-        parts = [custom_no_findpath]
-    else:
-        parts = [tool_description(enabled_tools, dialect=dialect, use_evidence=use_evidence)]
+    parts = [_tool_text(tools, dialect=dialect, use_evidence=use_evidence, custom=custom_tool_description,
+                        custom_no_findpath=custom_tool_description_no_findpath)]
     if tools != enabled_tool_names(None):
         exemplars = [without_disabled_steps(ex, tools) for ex in exemplars]
     if exemplars:
@@ -257,6 +251,91 @@ def system_prompt(exemplars: Sequence[Exemplar], *, enabled_tools: Sequence[str]
         for i, ex in enumerate(exemplars, 1):
             parts.append(f"Example {i}\n{render_exemplar(ex, use_evidence=use_evidence)}")
     return "\n\n".join(parts)
+
+
+# --- the authors' layout (prompt_format "paper") ----------------------------------------------------------
+
+PAPER_CLOSING = "Now, solve the following question step by step."
+
+
+def paper_schema_text(schema: SchemaInfo) -> str:
+    """The table-level schema as the authors' loader writes it: tables sorted by name, the primary-key column
+    numbered 1 (one column of a composite key), each foreign-key column pair as SQLite's PRAGMA lists them
+    (latest declared key first), joined with ", ", and the row count."""
+    rows = ["| Table | Primary Key | Foreign Key | Row Count |", "| --- | --- | --- | --- |"]
+    for table in sorted(schema.tables, key=lambda t: t.name):
+        pk = table.primary_key[0] if table.primary_key else ""
+        fks = ", ".join(f"{col} references {fk.ref_table}({ref})" for fk in reversed(table.foreign_keys)
+                        for col, ref in zip(fk.columns, fk.ref_columns, strict=False))
+        count = "" if table.row_count is None else str(table.row_count)
+        rows.append(f"| {table.name} | {pk} | {fks} | {count} |")
+    return "\n".join(rows)
+
+
+def paper_schema_block(name: str | None, schema_text: str) -> str:
+    return f"Schema of database {name}:\n{schema_text.strip()}" if name else f"Database schema:\n{schema_text.strip()}"
+
+
+def paper_trajectory(exemplar: Exemplar, *, use_evidence: bool) -> str:
+    """An exemplar's text as in the authors' file (comment lines aside): Q, Evidence, then the steps."""
+    lines = [f"Q: {exemplar.question}"]
+    if use_evidence and exemplar.evidence:
+        lines.append(f"Evidence: {exemplar.evidence}")
+    for step in exemplar.steps:
+        if step.thought:
+            lines.append(f"Thought: {step.thought}")
+        lines.append(f"Action: {step.action}")
+        if step.observation is not None:
+            lines.append(f"Observation: {step.observation}")
+    return "\n".join(lines)
+
+
+def paper_system_prompt(exemplars: Sequence[Exemplar], *, databases: Sequence[str | None] = (),
+                        enabled_tools: Sequence[str] | None = None, use_evidence: bool = False,
+                        custom_tool_description: str | None = None,
+                        custom_tool_description_no_findpath: str | None = None, dialect: str = "SQLite") -> str:
+    """The authors' system message: their tool text, then per exemplar database "Schema of database X:" with
+    its schema and its exemplars (consecutive exemplars of one database share the header), then the closing
+    line. Nothing is added between the tool text (which ends with its own "Here are some exemplars:") and the
+    exemplars."""
+    tools = enabled_tool_names(enabled_tools)
+    parts = [_tool_text(tools, dialect=dialect, use_evidence=use_evidence, custom=custom_tool_description,
+                        custom_no_findpath=custom_tool_description_no_findpath)]
+    if tools != enabled_tool_names(None):
+        exemplars = [without_disabled_steps(ex, tools) for ex in exemplars]
+    names = list(databases) + [None] * (len(exemplars) - len(databases))
+    groups: list[tuple[str | None, str, list[str]]] = []
+    for ex, name in zip(exemplars, names, strict=False):
+        text = paper_trajectory(ex, use_evidence=use_evidence)
+        if groups and name and groups[-1][0] == name and groups[-1][1] == ex.schema_text:
+            groups[-1][2].append(text)
+        else:
+            groups.append((name, ex.schema_text, [text]))
+    parts += [paper_schema_block(name, schema) + "\n\n" + "\n\n".join(texts) for name, schema, texts in groups]
+    return "\n\n".join(parts).strip() + "\n\n" + PAPER_CLOSING
+
+
+def paper_user_prompt(schema: SchemaInfo | str, database: str | None, question: str, evidence: str | None = None,
+                      *, use_evidence: bool = False) -> str:
+    text = schema if isinstance(schema, str) else paper_schema_text(schema)
+    out = paper_schema_block(database, text) + f"\n\nQ: {question.strip()}"
+    if use_evidence and evidence and evidence.strip():
+        out += f"\nEvidence: {evidence.replace(chr(10), ' ').strip()}"
+    return out
+
+
+def _tool_text(tools: tuple[str, ...], *, dialect: str, use_evidence: bool, custom: str | None,
+               custom_no_findpath: str | None) -> str:
+    """A custom description (e.g. an exemplar set's, like the paper's tool_desc.txt) replaces ours only when
+    every tool is enabled: it would describe a switched-off tool. With every tool but FindShortestPath, the
+    set's own no-findpath text (the paper's tool_desc_no_findpath.txt) is used when it has one."""
+    custom = (custom or "").strip()
+    custom_no_findpath = (custom_no_findpath or "").strip()
+    if custom and tools == enabled_tool_names(None):
+        return custom
+    if custom_no_findpath and tools == tuple(n for n in enabled_tool_names(None) if n != ABLATION_TOOL):
+        return custom_no_findpath
+    return tool_description(tools, dialect=dialect, use_evidence=use_evidence)
 
 
 def user_prompt(schema: SchemaInfo | str, question: str, evidence: str | None = None, *,
@@ -282,24 +361,47 @@ def build_messages(
     history: Sequence[tuple[str, str]] = (),
     custom_tool_description: str | None = None,
     custom_tool_description_no_findpath: str | None = None,
+    prompt_format: str = "default",
+    database: str | None = None,
+    exemplar_databases: Sequence[str | None] = (),
 ) -> list[Message]:
     """The exact messages sent to the model; ``history`` holds (assistant step text, observation) pairs.
+
+    ``prompt_format`` "paper" lays the messages out as the authors' driver does (``paper_system_prompt``,
+    ``paper_user_prompt``; ``database`` and ``exemplar_databases`` name the schemas in their headers).
 
     This is the single place the prompt is assembled, so a UI preview and the
     running loop can never disagree.
     """
     if dialect is None:
         dialect = dialect_label(schema.engine) if isinstance(schema, SchemaInfo) else "SQLite"
-    messages = [
+    if prompt_format == "paper":
+        messages = [
+            Message("system", paper_system_prompt(
+                exemplars, databases=exemplar_databases, enabled_tools=enabled_tools, use_evidence=use_evidence,
+                custom_tool_description=custom_tool_description,
+                custom_tool_description_no_findpath=custom_tool_description_no_findpath, dialect=dialect)),
+            Message("user", paper_user_prompt(schema, database, question, evidence, use_evidence=use_evidence)),
+        ]
+    else:
+        messages = _default_messages(schema, question, evidence, exemplars, enabled_tools, use_evidence, dialect,
+                                     custom_tool_description, custom_tool_description_no_findpath)
+    for step_text, observation in history:
+        messages.append(Message("assistant", step_text))
+        # The authors' driver strips each observation before sending it.
+        messages.append(Message("user", observation_message(
+            observation.strip() if prompt_format == "paper" else observation)))
+    return messages
+
+
+def _default_messages(schema, question, evidence, exemplars, enabled_tools, use_evidence, dialect,
+                      custom_tool_description, custom_tool_description_no_findpath) -> list[Message]:
+    return [
         Message("system", system_prompt(exemplars, enabled_tools=enabled_tools, dialect=dialect,
                                         use_evidence=use_evidence, custom_tool_description=custom_tool_description,
                                         custom_tool_description_no_findpath=custom_tool_description_no_findpath)),
         Message("user", user_prompt(schema, question, evidence, use_evidence=use_evidence)),
     ]
-    for step_text, observation in history:
-        messages.append(Message("assistant", step_text))
-        messages.append(Message("user", observation_message(observation)))
-    return messages
 
 
 def dialect_label(engine: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agent.sql import Connector, Limits, SchemaInfo
+from agent.sql import Connector, ForeignKey, Limits, SchemaInfo, with_foreign_keys
 
 from . import registry
 from .base import ToolResult
@@ -26,7 +26,7 @@ from .build import SCHEMA_FILE
 from .column_index import ColumnIndex
 from .errors import ToolError
 from .execute_sql import DEFAULT_SHOW_ROWS
-from .fk_graph import JoinGraph
+from .fk_graph import JoinGraph, graph_data
 from .manifest import MANIFEST_NAME, IndexManifest, IndexMissing, read_manifest
 from .search_column import DEFAULT_K
 from .search_value import DEFAULT_LIMIT
@@ -82,6 +82,19 @@ class LoadedIndexes:
         return self._load("_graph", lambda: JoinGraph.load(self.dir))
 
 
+class PatchedIndexes:
+    """One build's indexes with foreign keys its schema does not hold (the authors' keys of a Spider database):
+    the schema and the join graph have them, every other index is the build's own."""
+
+    def __init__(self, base: LoadedIndexes, extra: Sequence[ForeignKey]) -> None:
+        self.base = base
+        self.schema = with_foreign_keys(base.schema, extra)
+        self.graph = JoinGraph(graph_data(self.schema))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.base, name)
+
+
 _cache: OrderedDict[tuple[str, str], LoadedIndexes] = OrderedDict()
 _cache_lock = threading.Lock()
 
@@ -108,7 +121,8 @@ class ToolBox:
     def __init__(self, connector: Connector, index_dir: Path | str, *, limits: Limits | None = None,
                  enabled: Sequence[str] | None = None, column_k: int = DEFAULT_K, value_limit: int = DEFAULT_LIMIT,
                  show_rows: int = DEFAULT_SHOW_ROWS, profile: str = DEFAULT_PROFILE,
-                 column_ranking: str = "index", database_name: str = "") -> None:
+                 column_ranking: str = "index", database_name: str = "",
+                 extra_foreign_keys: Sequence[ForeignKey] = ()) -> None:
         self.tool_names: tuple[str, ...] = registry.canonical(enabled)
         self.connector = connector
         self.index_dir = Path(index_dir)
@@ -117,6 +131,8 @@ class ToolBox:
         self.column_ranking = column_ranking  # "index": the index's backend; "embedding": embeddings alone
         self.profile = profile
         self.database_name = database_name  # named in the paper profile's errors, as the authors' tools did
+        self.extra_foreign_keys = tuple(extra_foreign_keys)
+        self._patched: PatchedIndexes | None = None
         self._manifest_stamp: tuple[int, int] | None = None
         self._indexes = self._current()
 
@@ -152,12 +168,18 @@ class ToolBox:
 
     @property
     def schema(self) -> SchemaInfo:
-        return self._current().schema
+        return self.indexes.schema
 
     @property
-    def indexes(self) -> LoadedIndexes:
-        """The current build's indexes (a rebuild is picked up here), for the tools' ``execute``."""
-        return self._current()
+    def indexes(self) -> LoadedIndexes | PatchedIndexes:
+        """The current build's indexes (a rebuild is picked up here), for the tools' ``execute``; with
+        ``extra_foreign_keys``, their schema and join graph hold those keys too."""
+        current = self._current()
+        if not self.extra_foreign_keys:
+            return current
+        if self._patched is None or self._patched.base is not current:
+            self._patched = PatchedIndexes(current, self.extra_foreign_keys)
+        return self._patched
 
     def run(self, name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> ToolResult:
         started = time.perf_counter()

@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import Avg, Count, Sum
 
 from agent.strategies import build_messages, create_strategy, estimate_message_tokens
+from agent.strategies.interactive_t2s import PAPER_REPLICA_OPTIONS
 from agent.strategies.prompt import dialect_label
 from annotations.exemplars.paper_sets import default_version
 from annotations.exemplars.selectors import few_shot_for_version
@@ -37,7 +38,7 @@ def run_estimate(*, dataset, strategy: str, endpoint, exemplar_set_version=None,
                            "endpoint_from_env": endpoint is not None and endpoint.pk is None}
     if not questions or strategy != ESTIMATED_STRATEGY:
         return out
-    config = create_strategy(strategy, {}).config
+    config = create_strategy(strategy, PAPER_REPLICA_OPTIONS if paper_replica else {}).config
     out["max_rounds"], out["max_tokens"] = config.max_rounds, config.max_tokens
     if exemplar_set_version is None and (paper_replica or not zero_shot):
         exemplar_set_version = default_version(dataset=dataset, use_evidence=config.use_evidence)
@@ -55,7 +56,9 @@ def run_estimate(*, dataset, strategy: str, endpoint, exemplar_set_version=None,
             enabled_tools=[t for t in config.enabled_tools if t not in without] or config.enabled_tools,
             use_evidence=config.use_evidence, dialect=dialect_label(question.database.engine),
             custom_tool_description=few_shot.tool_description if few_shot else None,
-            custom_tool_description_no_findpath=few_shot.tool_description_no_findpath if few_shot else None)
+            custom_tool_description_no_findpath=few_shot.tool_description_no_findpath if few_shot else None,
+            prompt_format=config.prompt_format, database=question.database.name,
+            exemplar_databases=few_shot.databases if few_shot else ())
         counted.append(estimate_message_tokens(messages))
     if not counted:
         return out

@@ -3,8 +3,9 @@
 The paper's authors added foreign keys that some Spider databases use but do not declare
 (``preprocess/spider_missing_fk.json`` in their release). The one that matters most on Spider dev is
 flight_2's airlines.uid = flights.Airline: without it FindShortestPath finds no join path for the questions
-joining airlines and flights. Their file writes it as ``airlines.uid -> flights.Airline``; the key itself is
-right, and here it is declared in the usual direction (flights.Airline references airlines.uid).
+joining airlines and flights. It is declared as their file writes it (airlines.uid references flights.Airline),
+so the schema table shows it on the row they show it on; the paper-replica preset applies the same key by
+itself (``agent.strategies.authors_rules.MISSING_FOREIGN_KEYS``) whether or not the import did.
 
 A patch is stored on the dataset (which patches its import applied) and on each patched database (the keys,
 with their source), shown on both pages, and used by the schema, the prompt and FindShortestPath.
@@ -30,8 +31,8 @@ class DatasetPatch:
 PATCHES: dict[str, DatasetPatch] = {
     "flight_2": DatasetPatch(
         name="flight_2", kind="spider", db_id="flight_2",
-        foreign_keys=({"table": "flights", "columns": ["Airline"], "ref_table": "airlines", "ref_columns": ["uid"]},),
-        source="the paper authors' spider_missing_fk.json (airlines.uid = flights.Airline)"),
+        foreign_keys=({"table": "airlines", "columns": ["uid"], "ref_table": "flights", "ref_columns": ["Airline"]},),
+        source="the paper authors' spider_missing_fk.json (airlines.uid references flights.Airline)"),
 }
 
 

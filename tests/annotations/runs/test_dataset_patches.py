@@ -49,18 +49,19 @@ def test_the_flight_2_patch_lets_find_shortest_path_join_airlines_and_flights(fl
     call_command("import_dataset", "spider", str(flight_2_only), "--name", "f2", "--patch", "flight_2")
     database = Database.objects.get(name="flight_2")
     [fk] = database.foreign_key_patches
-    assert (fk["table"], fk["columns"], fk["ref_table"], fk["ref_columns"]) == ("flights", ["Airline"], "airlines",
-                                                                               ["uid"])
+    # declared as the authors' spider_missing_fk.json writes it: airlines.uid references flights.Airline
+    assert (fk["table"], fk["columns"], fk["ref_table"], fk["ref_columns"]) == ("airlines", ["uid"], "flights",
+                                                                               ["Airline"])
     observation = _path(database)
     assert "flights.Airline = airlines.uid" in observation or "airlines.uid = flights.Airline" in observation
     # the prompt's schema table lists it too
     schema = database.schema_info()
-    assert any(f.ref_table == "airlines" for f in schema.table("flights").foreign_keys)
+    assert any(f.ref_table == "flights" for f in schema.table("airlines").foreign_keys)
     # visible: on the dataset and on the database page
     dataset = Dataset.objects.get(name="f2")
     assert dataset.patches == ["flight_2"]
     page = staff_client.get(f"/databases/{database.name}/").content.decode()
-    assert 'id="fk-patches"' in page and "flights(Airline) → airlines(uid)" in page
+    assert 'id="fk-patches"' in page and "airlines(uid) → flights(Airline)" in page
     assert "flight_2" in staff_client.get(dataset.get_absolute_url()).content.decode()
     # re-importing without it takes it away again
     services.dataset_import(kind="spider", path=flight_2_only, name="f2")
