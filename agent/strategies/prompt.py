@@ -233,6 +233,9 @@ def step_tool(action: str) -> str | None:
     return match.group(1) if match and match.group(1) in enabled_tool_names(None) else None
 
 
+_INTRODUCES_EXEMPLARS = ("here are some exemplars:", "here are some examples:")
+
+
 def system_prompt(exemplars: Sequence[Exemplar], *, enabled_tools: Sequence[str] | None = None,
                   dialect: str = "SQLite", use_evidence: bool = False,
                   custom_tool_description: str | None = None,
@@ -247,7 +250,9 @@ def system_prompt(exemplars: Sequence[Exemplar], *, enabled_tools: Sequence[str]
     if tools != enabled_tool_names(None):
         exemplars = [without_disabled_steps(ex, tools) for ex in exemplars]
     if exemplars:
-        parts.append("Here are some examples:")
+        # The paper's tool_desc.txt already ends by introducing them ("Here are some exemplars:"): not twice.
+        if not parts[0].rstrip().lower().endswith(_INTRODUCES_EXEMPLARS):
+            parts.append("Here are some examples:")
         for i, ex in enumerate(exemplars, 1):
             parts.append(f"Example {i}\n{render_exemplar(ex, use_evidence=use_evidence)}")
     return "\n\n".join(parts)

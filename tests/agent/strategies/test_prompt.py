@@ -167,3 +167,14 @@ def test_without_find_shortest_path_the_sets_no_findpath_text_is_sent_and_its_st
     # another ablation (no SearchValue) has no set text for it: our generated description, steps dropped too
     other = build_messages(**kwargs, enabled_tools=["SearchColumn", "FindShortestPath", "ExecuteSQL"])[0].content
     assert not other.startswith(no_findpath) and "Action: SearchValue(" not in other
+
+
+def test_a_custom_description_that_introduces_the_exemplars_is_not_followed_by_a_second_introduction() -> None:
+    """The paper's tool_desc.txt ends with "Here are some exemplars:"; the default layout adds its own line only
+    when the description has none (the prompt once read "...exemplars:\n\nHere are some examples:")."""
+    from agent.strategies.prompt import system_prompt
+
+    paper = system_prompt([EXEMPLAR], custom_tool_description="Tools: ...\n\nHere are some exemplars:\n")
+    assert "Here are some examples:" not in paper and paper.count("Here are some exemplars:") == 1
+    ours = system_prompt([EXEMPLAR], custom_tool_description="Tools: ...")
+    assert ours.count("Here are some examples:") == 1
