@@ -283,16 +283,9 @@ def paper_schema_block(name: str | None, schema_text: str) -> str:
 
 def paper_trajectory(exemplar: Exemplar, *, use_evidence: bool) -> str:
     """An exemplar's text as in the authors' file (comment lines aside): Q, Evidence, then the steps."""
-    lines = [f"Q: {exemplar.question}"]
-    if use_evidence and exemplar.evidence:
-        lines.append(f"Evidence: {exemplar.evidence}")
-    for step in exemplar.steps:
-        if step.thought:
-            lines.append(f"Thought: {step.thought}")
-        lines.append(f"Action: {step.action}")
-        if step.observation is not None:
-            lines.append(f"Observation: {step.observation}")
-    return "\n".join(lines)
+    from .exemplars import render_trajectory  # exemplars imports this module's dataclasses
+
+    return render_trajectory(exemplar, with_evidence=use_evidence)
 
 
 def paper_system_prompt(exemplars: Sequence[Exemplar], *, databases: Sequence[str | None] = (),
