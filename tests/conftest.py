@@ -178,6 +178,20 @@ def give_roles(user, *roles: str):
     return user
 
 
+@pytest.fixture(autouse=True)
+def seeded_taxonomy(request):
+    """Every database test starts with the error taxonomy the migrations seed: a transactional test that ran
+    before it in the same process flushed it, and pytest-xdist makes which tests ran before vary."""
+    if request.node.get_closest_marker("django_db") is None:
+        return
+    import importlib
+
+    from django.apps import apps
+
+    request.getfixturevalue("db")
+    importlib.import_module("annotations.migrations.0005_seed_error_taxonomy").seed(apps, None)
+
+
 def seed_taxonomy_and_roles() -> None:
     """The paper's error taxonomy and the role groups, as the migrations seed them (a transactional test
     elsewhere may have flushed them)."""

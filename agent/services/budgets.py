@@ -89,26 +89,30 @@ def usage_today(user, *, now: dt.datetime | None = None) -> tuple[int, float]:
     return int(totals["tokens"] or 0), float(totals["cost"] or 0.0)
 
 
-def budget_status(user, *, now: dt.datetime | None = None) -> BudgetStatus:
+def budget_status(user, *, now: dt.datetime | None = None, budget: Budget | None = None) -> BudgetStatus:
+    """Today's use against the account's limits (``budget``: those limits, when the caller read them already)."""
     start = utc_day_start(now)
     tokens, cost = usage_today(user, now=now)
-    return BudgetStatus(budget=budget_for(user), tokens_used=tokens, cost_used=cost, day_start=start,
+    return BudgetStatus(budget=budget or budget_for(user), tokens_used=tokens, cost_used=cost, day_start=start,
                         resets_at=start + dt.timedelta(days=1))
 
 
 def budget_status_if_limited(user) -> BudgetStatus | None:
     """Today's use when the account has a limit (None without one: nothing to add up)."""
-    if user is None or not user.pk or budget_for(user) == Budget(tokens=None, cost=None, own=False):
+    if user is None or not user.pk:
         return None
-    status = budget_status(user)
-    return status if status.budget.tokens is not None or status.budget.cost is not None else None
+    budget = budget_for(user)
+    if budget.tokens is None and budget.cost is None:
+        return None
+    return budget_status(user, budget=budget)
 
 
 def budget_used_up(user) -> str | None:
     """Why ``user`` may start nothing more today (their budget is spent), or None."""
-    if budget_for(user) == Budget(tokens=None, cost=None, own=False):
+    budget = budget_for(user)
+    if budget.tokens is None and budget.cost is None:
         return None  # no limit: no need to add up today's turns
-    status = budget_status(user)
+    status = budget_status(user, budget=budget)
     if status.tokens_left == 0:
         return (f"{BUDGET_REACHED}: {status.tokens_used} of {status.budget.tokens} tokens used today (UTC); "
                 f"it resets at midnight UTC.")

@@ -171,11 +171,13 @@ def parse_bird_predictions(text: str | Iterable[str], *, keep: Callable[[int], b
                 stream.skip_line()  # resynchronise on the next line: entries are usually one per line
                 continue
             lineno = stream.line_of(value_pos)
-            # isdigit() alone admits superscripts such as '²', which int() refuses
-            if not isinstance(key, str) or not (key.strip().isascii() and key.strip().isdigit()):
+            # isdigit() alone admits superscripts such as '²', and str.strip() control characters such as
+            # '\x1f', which int() refuses: only ASCII digits with blanks around them are an index
+            digits = key.strip(" \t\r\n") if isinstance(key, str) else ""
+            if not (digits.isascii() and digits.isdigit()):
                 issues.append(ParseIssue(lineno, f"key {key!r} is not a question index"))
                 continue
-            index = int(key)
+            index = int(digits)
             if keep is not None and not keep(index):
                 ignored += 1
                 continue

@@ -41,12 +41,12 @@ def is_bird_database(database) -> bool:
     return DatasetQuestion.objects.filter(database=database, dataset__kind=Dataset.Kind.BIRD).exists()
 
 
-def fits_database(set_name: str, *, database) -> bool:
+def fits_database(set_name: str, *, database, bird: bool | None = None) -> bool:
     """Whether a set is usable on a database: the paper's BIRD sets (their prompts are BIRD's, with or without
-    evidence) only on BIRD databases; every other set anywhere."""
+    evidence) only on BIRD databases; every other set anywhere. ``bird``: whether it is one, when known."""
     if set_name not in (BIRD_WITH_EVIDENCE, BIRD_NO_EVIDENCE):
         return True
-    return is_bird_database(database)
+    return is_bird_database(database) if bird is None else bird
 
 
 def default_version(*, database=None, dataset=None, use_evidence: bool = True) -> ExemplarSetVersion | None:

@@ -177,11 +177,14 @@ class VersionFewShotSource:
     def choices(self, user, database=None) -> list[tuple[int, str]]:
         from annotations import policies
 
-        from .paper_sets import fits_database
+        from .paper_sets import BIRD_NO_EVIDENCE, BIRD_WITH_EVIDENCE, fits_database, is_bird_database
 
         versions = published_versions().filter(pk__in=policies.visible_versions(user).values("pk"))
         if database is not None:
-            versions = [v for v in versions if fits_database(v.exemplar_set.name, database=database)]
+            versions = list(versions)
+            bird = (is_bird_database(database) if any(v.exemplar_set.name in (BIRD_WITH_EVIDENCE, BIRD_NO_EVIDENCE)
+                                                      for v in versions) else False)
+            versions = [v for v in versions if fits_database(v.exemplar_set.name, database=database, bird=bird)]
         return [(v.pk, f"{v.exemplar_set.name} v{v.number} ({len(v.exemplars)} exemplars)") for v in versions]
 
     def by_id(self, pk: int, user) -> FewShot | None:

@@ -48,6 +48,6 @@ def test_short_upload_warns_then_scores_as_wrong_or_as_subset(page, live_server,
     upload(page, live_server, dataset, tmp_path, "as subset", gold_lines(dataset, 4, broken=(1,)))
     page.click("#missing-subset")
     page.wait_for_selector("#run-ex")
-    assert page.inner_text("#run-ex") == "75.00%"
+    assert page.inner_text("#run-ex") == "75.00% subset: 4 of 10 questions"
     assert page.inner_text("#missing-choice") == "left out: only the given subset is scored"
     assert "4 of the dataset's 10 questions in this run" in page.inner_text("#prediction-counts")
