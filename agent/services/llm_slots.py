@@ -215,10 +215,11 @@ class _Renewals:
             return
         if not renewed:
             with self._lock:
-                still_held = self._leases.pop(token, None) is not None  # else released while we renewed
+                still_held = token in self._leases  # else released while we renewed
+                if still_held:  # said before it is dropped: whoever sees it gone can read why
+                    logger.warning("LLM slot lease on %s expired while its call ran", key)
+                self._leases.pop(token, None)
                 self._due.pop(token, None)
-            if still_held:
-                logger.warning("LLM slot lease on %s expired while its call ran", key)
 
     def _after_fork(self) -> None:
         # A forked child holds none of its parent's calls, and the parent's lock may have been taken mid-way.

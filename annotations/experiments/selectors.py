@@ -123,9 +123,15 @@ def snapshot_run_config(snapshot: CandidateSnapshot) -> dict[str, Any]:
             "exemplars": len(snapshot.exemplars), "content_hash": snapshot.content_hash}
 
 
-@lru_cache(maxsize=16)
 def snapshot_few_shot(snapshot_id: int) -> FewShot | None:
-    """A frozen candidate as session data, once per process (snapshots are immutable)."""
+    """A frozen candidate as session data, built once per process (snapshots are immutable). Keyed by the id and
+    the snapshot's creation time and content: an id can be handed out again after a rolled-back transaction."""
+    stamp = CandidateSnapshot.objects.filter(pk=snapshot_id).values_list("created_at", "content_hash").first()
+    return _snapshot_few_shot_at(snapshot_id, stamp) if stamp is not None else None
+
+
+@lru_cache(maxsize=16)
+def _snapshot_few_shot_at(snapshot_id: int, stamp: tuple) -> FewShot | None:
     snapshot = CandidateSnapshot.objects.select_related("candidate__exemplar_set").filter(pk=snapshot_id).first()
     if snapshot is None:
         return None

@@ -129,9 +129,16 @@ def _pass(run_id: int) -> tuple[bool, bool] | None:
     return False, False
 
 
-@lru_cache(maxsize=16)
 def _version_few_shot(version_id: int):
-    """A published exemplar set version as session data, once per process (versions are immutable)."""
+    """A published exemplar set version as session data, built once per process (versions are immutable). The
+    cache is keyed by the id and the version's creation time: an id can be handed out again after a rolled-back
+    transaction (SQLite's AUTOINCREMENT), and the cache must not answer for the other version."""
+    stamp = ExemplarSetVersion.objects.filter(pk=version_id).values_list("created_at", flat=True).first()
+    return _version_few_shot_at(version_id, stamp) if stamp is not None else None
+
+
+@lru_cache(maxsize=16)
+def _version_few_shot_at(version_id: int, stamp):
     found = ExemplarSetVersion.objects.select_related("exemplar_set").filter(pk=version_id).first()
     return few_shot_for_version(found) if found is not None else None
 
