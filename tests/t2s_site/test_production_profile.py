@@ -14,8 +14,11 @@ pytestmark = pytest.mark.django_db
 
 
 def deploy_check(tmp_path, **env) -> subprocess.CompletedProcess:
+    # Without what the test process set for itself (the browser fixtures' DJANGO_ALLOW_ASYNC_UNSAFE, when a
+    # browser test ran earlier in this pytest-xdist process): a deployment has none of it.
     environ = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DEBUG", "T2S_PRODUCTION",
-                                                                "SECURE_COOKIES", "DJANGO_SETTINGS_MODULE")}
+                                                                "SECURE_COOKIES", "DJANGO_SETTINGS_MODULE",
+                                                                "DJANGO_ALLOW_ASYNC_UNSAFE")}
     environ.update(T2S_VAR_DIR=str(tmp_path / "var"), **env)
     return subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
                           cwd=settings.BASE_DIR, env=environ, capture_output=True, text=True, timeout=300)
