@@ -139,8 +139,11 @@ def test_the_replica_sends_the_authors_requests_byte_for_byte(spider_database, r
     assert AgentSession.objects.filter(status=AgentSession.Status.ANSWERED).count() == len(cases)
 
 
+# Without the shared folder, one placeholder case that the shared_data marker skips with its reason (an empty
+# parameter set would be skipped for another reason, which CI refuses).
 @pytest.mark.parametrize("db_id", sorted(p.name for p in (SPIDER_DIR / "database").iterdir()
-                                          if (p / f"{p.name}.sqlite").is_file()) if SPIDER_DIR.is_dir() else [])
+                                          if (p / f"{p.name}.sqlite").is_file()) if SPIDER_DIR.is_dir()
+                         else ["no-shared-folder"])
 def test_the_schema_table_is_the_authors_on_every_spider_dev_database(db_id):
     conn = connect("sqlite", str(SPIDER_DIR / "database" / db_id / f"{db_id}.sqlite"))
     try:
