@@ -98,6 +98,12 @@ class Workspace(models.Model):
         return reverse("workspace_detail", args=[self.slug])
 
 
+class WorkspaceMembershipQuerySet(models.QuerySet):
+    def of(self, user) -> WorkspaceMembershipQuerySet:
+        """The memberships that make ``user`` a member: their own and their groups'."""
+        return self.filter(models.Q(user=user) | models.Q(group__in=user.groups.all()))
+
+
 class WorkspaceMembership(models.Model):
     """One user or one group in a workspace: members see everything in it; admins also manage its members."""
 
@@ -113,6 +119,8 @@ class WorkspaceMembership(models.Model):
     role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
     added_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceMembershipQuerySet.as_manager()
 
     class Meta:
         ordering = ["workspace", "id"]
@@ -146,9 +154,9 @@ class DatabaseQuerySet(models.QuerySet):
             return self.none()
         if user.is_superuser:
             return self.all()
-        whom = models.Q(user=user) | models.Q(group__in=user.groups.all())
-        granted = DatabaseGrant.objects.filter(whom).values("database_id")
-        workspaces = WorkspaceMembership.objects.filter(whom).values("workspace_id")
+        granted = DatabaseGrant.objects.filter(models.Q(user=user) | models.Q(group__in=user.groups.all()))
+        granted = granted.values("database_id")
+        workspaces = WorkspaceMembership.objects.of(user).values("workspace_id")
         return self.filter(models.Q(is_demo=True) | models.Q(pk__in=granted) | models.Q(workspace__in=workspaces))
 
 

@@ -13,7 +13,7 @@ Roles are groups (``agent/roles.py``); what they may do is their permissions. Su
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404
 
 from agent.models import AgentSession, Database, ImportJob, Workspace, WorkspaceMembership
@@ -61,7 +61,7 @@ def check_can_view_audit(user) -> None:
 
 
 def _memberships(user) -> QuerySet[WorkspaceMembership]:
-    return WorkspaceMembership.objects.filter(Q(user=user) | Q(group__in=user.groups.all()))
+    return WorkspaceMembership.objects.of(user)
 
 
 def member_workspaces(user) -> QuerySet[Workspace]:
