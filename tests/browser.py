@@ -45,3 +45,12 @@ def log_in(page, live_server, username: str, password: str) -> None:
     page.fill("input[name=password]", password)
     page.click("#login-form button[type=submit]")  # not the nav's "Log out" button of a signed-in browser
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+
+def scripts_ready(page) -> None:
+    """Wait until the page's deferred scripts (htmx, keyboard shortcuts) have run.
+
+    A selector can match while the document is still being parsed, before `defer` scripts run, and a key
+    pressed then is lost. `goto` already waits for this; a navigation by click or key does not.
+    """
+    page.wait_for_load_state("load")

@@ -8,7 +8,7 @@ from agent.roles import CURATOR
 from annotations.labels import selectors, services
 from annotations.labels.models import Label
 from tests.annotations.labels.conftest import make_annotator
-from tests.browser import log_in
+from tests.browser import log_in, scripts_ready
 from tests.conftest import group_of_testers as granted_group
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -78,6 +78,7 @@ def test_blind_double_annotation_then_adjudication(browser, live_server, tiny_ru
     cora_page.screenshot(path=str(tmp_path / "adjudication.png"), full_page=True)
     row.first.locator("a[role=button]").click()
     cora_page.wait_for_selector("#adjudication-mode")
+    scripts_ready(cora_page)
     assert cora_page.locator('#others [data-annotator="alice"]').count() == 1
     assert cora_page.locator('#others [data-annotator="bob"]').count() == 1
     cora_page.locator("h2").click()

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from annotations.labels.models import Label
 from tests.annotations.labels.conftest import make_annotator
-from tests.browser import log_in
+from tests.browser import log_in, scripts_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -31,6 +31,7 @@ def test_label_three_questions_with_the_keyboard(page, live_server, tiny_run, dj
     page.keyboard.press("n")
 
     page.wait_for_selector("text=Names of singers older than 35?")
+    scripts_ready(page)
     page.keyboard.press("1")
     pressed(page, "golden_wrong").wait_for()
     page.keyboard.press("u")  # undo: golden wrong is taken back
@@ -42,6 +43,7 @@ def test_label_three_questions_with_the_keyboard(page, live_server, tiny_run, dj
     page.click("#next-link")
 
     page.wait_for_selector("text=Singers with a concert in 2014?")
+    scripts_ready(page)
     page.keyboard.press("9")
     pressed(page, "reasoning").wait_for()
     page.screenshot(path=str(tmp_path / "review.png"), full_page=False)
