@@ -159,6 +159,7 @@ class LLMClient:
         max_tokens: int | None = None,
         stop: Sequence[str] | None = None,
         timeout_s: float | None = None,
+        seed: int | None = None,
         extra_body: Mapping[str, Any] | None = None,
         deadline: float | None = None,
         hold: Hold | None = None,
@@ -184,6 +185,8 @@ class LLMClient:
         }
         if stop_seqs:
             request["stop"] = list(stop_seqs)
+        if seed is not None:  # only when asked for: the paper's requests carry no seed
+            request["seed"] = seed
         if extra_body:
             request["extra_body"] = dict(extra_body)
         timeout = s.timeout_s if timeout_s is None else timeout_s

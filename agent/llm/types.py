@@ -82,5 +82,6 @@ class ChatModel(Protocol):
         max_tokens: int | None = None,
         stop: Sequence[str] | None = None,
         timeout_s: float | None = None,
+        seed: int | None = None,
         hold: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> Completion: ...

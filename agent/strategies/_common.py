@@ -24,6 +24,7 @@ from agent.tools.base import ToolResult
 from agent.tools.text import ident, sql_literal
 
 from .base import OnTurn, Outcome, SessionContext, ShouldCancel, Status, Strategy, Totals, TurnRecord
+from .options import call_seed
 
 EXECUTE_SQL = "ExecuteSQL"
 
@@ -46,6 +47,7 @@ class LLMParams:
     top_p: float
     max_tokens: int
     max_total_tokens: int | None = None  # prompt + completion over the session; checked before each call
+    seed: int | None = None  # the session's sampling seed (call_seed adds each call's turn index)
 
 
 class TurnLog:
@@ -105,7 +107,7 @@ def ask(
     msgs = tuple(messages())
     try:
         completion = llm.complete(msgs, model=params.model, temperature=params.temperature, top_p=params.top_p,
-                                  max_tokens=params.max_tokens)
+                                  max_tokens=params.max_tokens, seed=call_seed(params.seed, log.next_index))
     except LLMError as exc:
         log.record(kind=kind, messages=msgs, error=str(exc), llm_attempts=exc.attempts,
                    llm_latency_ms=exc.latency_ms)  # what the failed attempts really took
@@ -350,7 +352,7 @@ class ConfigBase:
     @property
     def params(self) -> LLMParams:
         return LLMParams(self.model, self.temperature, self.top_p, self.max_tokens,  # type: ignore[attr-defined]
-                         getattr(self, "max_total_tokens", None))
+                         getattr(self, "max_total_tokens", None), getattr(self, "sampling_seed", None))
 
     def check_token_cap_value(self) -> None:
         cap = getattr(self, "max_total_tokens", None)

@@ -58,7 +58,7 @@ from ._common import (
     run_sql,
 )
 from .base import OnTurn, Outcome, SessionContext, ShouldCancel, Status, TurnRecord, never_cancel
-from .options import check_bounds, option
+from .options import check_bounds, option, sampling_seed_option
 
 FIDELITY: dict[str, tuple[str, ...]] = {
     "as_in_paper": (
@@ -124,6 +124,7 @@ class HDSPConfig(ConfigBase):
     model: str | None = option(None, help="A model the endpoint allows; empty: the endpoint's model.")
     temperature: float = option(0.0, min=0.0, max=2.0, help="Sampling temperature.")
     top_p: float = option(1.0, min=0.0, max=1.0, help="Nucleus sampling.")
+    sampling_seed: int | None = sampling_seed_option()
     # the step-by-step reasoning comes before the query
     max_tokens: int = option(2048, min=1, max=32768, help="Output tokens per call (also capped by the endpoint).")
     max_total_tokens: int | None = option(None, min=1, max=10_000_000,

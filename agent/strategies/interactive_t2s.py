@@ -41,7 +41,7 @@ from .base import (
     TurnRecord,
     never_cancel,
 )
-from .options import check_bounds, option
+from .options import call_seed, check_bounds, option, sampling_seed_option
 from .parsing import DONE, FORMAT_HINT, parse_step
 from .prompt import build_messages, enabled_tool_names
 
@@ -79,6 +79,7 @@ class InteractiveT2SConfig:
     model: str | None = option(None, help="A model the endpoint allows; empty: the endpoint's model.")
     temperature: float = option(0.7, min=0.0, max=2.0, help="Sampling temperature (the paper: 0.7).")
     top_p: float = option(0.95, min=0.0, max=1.0, help="Nucleus sampling (the paper: 0.95).")
+    sampling_seed: int | None = sampling_seed_option()
     max_tokens: int = option(512, min=1, max=32768, help="Output tokens per call (also capped by the endpoint).")
     stop: tuple[str, ...] = option(PAPER_STOP, help="Stop sequences, added to the agent's own.")
     max_rounds: int = option(12, min=1, max=100, help="LLM calls per question (the paper: 12; the operator's "
@@ -238,7 +239,8 @@ class InteractiveT2S(Strategy):
             messages = self._messages(ctx, _history(case))
             try:
                 completion = llm.complete(messages, model=cfg.model, temperature=cfg.temperature,
-                                          top_p=cfg.top_p, max_tokens=cfg.max_tokens, stop=cfg.stop)
+                                          top_p=cfg.top_p, max_tokens=cfg.max_tokens, stop=cfg.stop,
+                                          seed=call_seed(cfg.sampling_seed, next_index))
             except LLMError as exc:
                 turn = TurnRecord(index=next_index, kind=TurnKind.REACT, messages=tuple(messages),
                                   error=str(exc), llm_attempts=exc.attempts, llm_latency_ms=exc.latency_ms,

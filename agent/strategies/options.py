@@ -152,3 +152,19 @@ def option_errors(config_class: type, options: Mapping[str, Any]) -> list[str]:
         elif (spec := _spec(field)) is not None and (error := _bound_error(field.name, value, spec)):
             errors.append(error)
     return errors
+
+
+SEED_MAX = 2**31 - 1
+
+
+def sampling_seed_option() -> Any:
+    """The ``sampling_seed`` option every strategy declares (one wording, one bound)."""
+    return option(None, min=0, max=SEED_MAX,
+                  help="Sent with each LLM call as the endpoint's seed (OpenAI's seed), plus the call's turn "
+                       "index; empty: none, as in the papers. Reproducible only where the provider honours it.")
+
+
+def call_seed(base: int | None, turn_index: int) -> int | None:
+    """The seed of the LLM call made at ``turn_index``: calls of one session with the same prompt (samples of
+    a vote, loops) must not all draw the same completion, yet a session run again draws the same ones."""
+    return None if base is None else (base + turn_index) % (SEED_MAX + 1)

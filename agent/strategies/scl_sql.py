@@ -73,7 +73,7 @@ from .base import (
     TurnRecord,
     never_cancel,
 )
-from .options import check_bounds, option
+from .options import check_bounds, option, sampling_seed_option
 from .pool import candidates, left_out_note
 
 FIDELITY: dict[str, tuple[str, ...]] = {
@@ -123,6 +123,7 @@ class SCLSQLConfig(ConfigBase):
     model: str | None = option(None, help="A model the endpoint allows; empty: the endpoint's model.")
     temperature: float = option(0.1, min=0.0, max=2.0, help="Sampling temperature (the paper: 0.1).")
     top_p: float = option(1.0, min=0.0, max=1.0, help="Nucleus sampling.")
+    sampling_seed: int | None = sampling_seed_option()
     max_tokens: int = option(1024, min=1, max=32768, help="Output tokens per call (also capped by the endpoint).")
     max_total_tokens: int | None = option(None, min=1, max=10_000_000,
                                           help="Prompt and completion tokens over the session; empty: no cap.")

@@ -198,6 +198,9 @@ class Experiment(models.Model):
     options and LLM endpoint. Its state and figures are read from its runs."""
 
     MAX_TRIALS = 10
+    # Trial t sends options["sampling_seed"] + TRIAL_SEED_STRIDE * (t - 1): more than a session's LLM calls, so
+    # no call of one trial reuses another trial's seed.
+    TRIAL_SEED_STRIDE = 1000
 
     name = models.CharField(max_length=200, blank=True)
     exemplar_set = models.ForeignKey("annotations.ExemplarSet", on_delete=models.PROTECT, related_name="experiments")

@@ -395,6 +395,9 @@ def render_report(report: dict[str, Any]) -> str:
     e = report["experiment"]
     lines = [f"Experiment #{e.pk}: {e.candidate} against {e.baseline_label} on suite "
              f"{e.suite_version} ({report['state']})"]
+    if (seed := (e.options or {}).get("sampling_seed")) is not None:  # experiments before seeds have none
+        lines.append(f"{e.strategy}, sampling seed {seed} for both versions "
+                     f"(+{e.TRIAL_SEED_STRIDE} per trial after the first)")
     for arm, label in (("candidate", str(e.candidate)), ("baseline", e.baseline_label)):
         summary = report["arms"][arm]
         trials = ", ".join("n/a" if t["ex"] is None else f"{t['ex']:.2f}% ({t['correct']}/{t['scored']})"

@@ -20,6 +20,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
+from agent.services import sessions as session_services
+from agent.strategies import STRATEGIES
+from agent.strategies.options import SEED_MAX
 from annotations import policies
 from annotations.exemplars import services as exemplar_services
 from annotations.experiments import selectors
@@ -424,6 +427,15 @@ def experiment_create(*, candidate: Candidate, suite_version: SuiteVersion, user
     elif baseline_version.exemplar_set_id != exemplar_set.pk:
         raise ValidationError({"baseline": f"{baseline_version} is not a version of {exemplar_set.name}."})
     runs_count = 2 * trials
+    # One sampling seed for the experiment (drawn when not given, stored): both arms of a trial send the same
+    # seeds, and each trial its own, so repeated trials still show the spread. The options are checked first:
+    # a seed out of range must be refused, not wrapped into range by a trial's offset.
+    if strategy not in STRATEGIES:
+        raise ValidationError({"strategy": [f"Unknown strategy; choose one of {', '.join(sorted(STRATEGIES))}."]})
+    session_services.check_option_types(strategy, options or {})
+    options = dict(options or {})
+    if options.get("sampling_seed") is None:
+        options["sampling_seed"] = new_seed()
     per_run_cap = None if spend_cap is None else spend_cap / runs_count
     questions = [e.question for e in selectors.suite_entries(suite_version)]
     dataset = suite_version.suite.dataset
@@ -438,7 +450,7 @@ def experiment_create(*, candidate: Candidate, suite_version: SuiteVersion, user
             name=(name or "").strip()[:200], exemplar_set=exemplar_set, candidate=candidate,
             candidate_snapshot=snapshot, baseline_version=baseline_version, baseline_candidate=baseline_candidate,
             baseline_snapshot=baseline_snapshot, suite_version=suite_version, strategy=strategy,
-            options=dict(options or {}), trials=trials, created_by=user if _acting(user) else None)
+            options=options, trials=trials, created_by=user if _acting(user) else None)
         concurrency = None
         if max_concurrency is not None:
             concurrency = max(1, max_concurrency // runs_count)
@@ -452,13 +464,13 @@ def experiment_create(*, candidate: Candidate, suite_version: SuiteVersion, user
                     concurrency = _even_share(runs_count)
                 run = run_services.run_create_agent(
                     dataset=dataset, name=f"experiment #{experiment.pk} {exemplar_set.name} {arm_name}, trial {trial}",
-                    strategy=strategy, options=dict(options or {}), user=user if _acting(user) else None,
+                    strategy=strategy, options=trial_options(options, trial), user=user if _acting(user) else None,
                     questions=questions, max_concurrency=concurrency, spend_cap=per_run_cap,
                     exemplar_set_version=baseline_version if arm == ExperimentRun.Arm.BASELINE else None,
                     exemplar_candidate=snapshot if arm == ExperimentRun.Arm.CANDIDATE else baseline_snapshot)
                 created.append(ExperimentRun(experiment=experiment, arm=arm, trial=trial, run=run))
         ExperimentRun.objects.bulk_create(created)
-        _check_same_settings([c.run for c in created])
+        _check_same_settings(created)
     return experiment
 
 
@@ -472,8 +484,6 @@ def experiment_create_on_failures(*, candidate: Candidate, run: Run, categories:
 
 def _even_share(runs_count: int) -> int:
     """Each run's share of the endpoint's concurrency (at least one session each)."""
-    from agent.services import sessions as session_services
-
     endpoint = session_services.default_llm_endpoint()
     ceiling = max(1, (endpoint.max_concurrency if endpoint is not None else 1) or 1)
     return max(1, ceiling // runs_count)
@@ -482,14 +492,28 @@ def _even_share(runs_count: int) -> int:
 _ARM_KEYS = ("exemplar_set_version", "exemplar_candidate", "exemplars_choice")
 
 
-def _check_same_settings(runs: Sequence[Run]) -> None:
-    """Every run of an experiment differs only in its exemplars (same strategy, options, endpoint, questions)."""
-    def settings_of(run: Run) -> dict[str, Any]:
-        return {"strategy": run.strategy, **{k: v for k, v in run.config.items() if k not in _ARM_KEYS}}
+def trial_options(options: Mapping[str, Any], trial: int) -> dict[str, Any]:
+    """The options of trial ``trial`` (from 1): the experiment's, with its own sampling seed."""
+    seed = options["sampling_seed"] + Experiment.TRIAL_SEED_STRIDE * (trial - 1)
+    return {**options, "sampling_seed": seed % (SEED_MAX + 1)}
 
-    first = settings_of(runs[0])
-    if any(settings_of(run) != first for run in runs[1:]):
-        raise ValidationError("The experiment's runs would not share one model and option set; nothing launched.")
+
+def _check_same_settings(runs: Sequence[ExperimentRun]) -> None:
+    """Every run of an experiment differs only in its exemplars (same strategy, options, endpoint, questions),
+    and, between trials, in its sampling seed; the two arms of a trial send the same seeds."""
+    def settings_of(run: Run, *, seed: bool) -> dict[str, Any]:
+        config = {k: v for k, v in run.config.items() if k not in _ARM_KEYS}
+        if not seed:
+            config["options"] = {k: v for k, v in (config.get("options") or {}).items() if k != "sampling_seed"}
+        return {"strategy": run.strategy, **config}
+
+    first = settings_of(runs[0].run, seed=False)
+    same_trial = {}
+    for entry in runs:
+        with_seed = settings_of(entry.run, seed=True)
+        if settings_of(entry.run, seed=False) != first or same_trial.setdefault(entry.trial, with_seed) != with_seed:
+            raise ValidationError("The experiment's runs would not share one model and option set; "
+                                  "nothing launched.")
 
 
 def experiment_cancel(*, experiment: Experiment, user) -> Experiment:

@@ -63,17 +63,19 @@ def test_completion_reports_usage_latency_and_cost() -> None:
 
 
 def test_paper_defaults_are_sent_and_per_call_overrides_win() -> None:
-    with ReplayServer(["a", "b", "c"]) as server:
+    with ReplayServer(["a", "b", "c", "d"]) as server:
         client = make_client(server)
         client.complete(MESSAGES)
         client.complete(MESSAGES, model="other", temperature=0.0, top_p=1.0, max_tokens=64, stop=["\nX"])
         client.complete(MESSAGES, stop=[], extra_body={"seed": 7})
-        first, second, third = (r.params for r in server.chat_requests())
+        client.complete(MESSAGES, stop=[], seed=0)
+        first, second, third, fourth = (r.params for r in server.chat_requests())
         sent = server.chat_requests()[0].messages
     assert first == {"model": "replay-model", "temperature": 0.7, "top_p": 0.95, "max_tokens": 512,
                      "stop": list(PAPER_STOP)}
     assert second == {"model": "other", "temperature": 0.0, "top_p": 1.0, "max_tokens": 64, "stop": ["\nX"]}
     assert third == {"model": "replay-model", "temperature": 0.7, "top_p": 0.95, "max_tokens": 512, "seed": 7}
+    assert fourth == {**third, "seed": 0}  # a seed of 0 is a seed; only None sends none (the paper's requests)
     assert sent == [m.to_dict() for m in MESSAGES]
 
 

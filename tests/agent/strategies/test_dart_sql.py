@@ -397,3 +397,18 @@ def test_context_prompt_mixes_relevant_and_random_rows_for_larger_tables(tools: 
     assert block.startswith(" /* 1 rows omitted */\n(3, 'Sting', 'UK'),\n")  # the relevant row first
     assert block.count("\n(") == 2
     assert "/* With at most 2 example rows in each table: */" in prompt
+
+
+def test_a_sampling_seed_gives_each_call_its_own_seed_so_the_vote_still_samples(tools: ToolDouble) -> None:
+    script = ["name FROM singer", "name FROM singer WHERE country = 'UK'", "name FROM singer", "Yes"]
+    config = DartSQLConfig(**NO_REWRITE, self_consistency=3, sampling_seed=2**31 - 2)
+    with ReplayServer(script) as server:
+        _, turns = run(server, tools, config=config, question="Which singers are from the UK?")
+        requests = server.chat_requests()
+    calls = [t for t in turns if t.completion is not None]
+    # the session's seed plus each call's turn index, wrapping inside the 31-bit range OpenAI accepts
+    assert [r.params["seed"] for r in requests] == [(2**31 - 2 + t.index) % 2**31 for t in calls]
+    assert len({r.params["seed"] for r in requests}) == 4
+    with ReplayServer(script) as server:
+        run(server, tools, config=DartSQLConfig(**NO_REWRITE, self_consistency=3))
+        assert all("seed" not in r.params for r in server.chat_requests())  # none unless asked for

@@ -463,3 +463,17 @@ def test_authors_case_retry_reruns_a_case_whose_last_observation_is_empty(tools:
         outcome, turns = run(server, tools, config=InteractiveT2SConfig(authors_case_retry=True))
     assert max(t.extra.get("attempt", 0) for t in turns) == 2 and len(turns) == 6
     assert outcome.final_sql.endswith("'Mars'")
+
+
+def test_a_sampling_seed_is_sent_per_round_and_a_resumed_session_sends_the_same_ones(tools: ToolDouble) -> None:
+    config = InteractiveT2SConfig(sampling_seed=100)
+    with ReplayServer(HAPPY_SCRIPT) as server:
+        _, turns = run(server, tools, config=config)
+        assert [r.params["seed"] for r in server.chat_requests()] == list(range(100, 107))
+    # After a crash three rounds in, the rest of the session draws exactly the seeds it would have drawn.
+    with ReplayServer(HAPPY_SCRIPT[3:]) as server:
+        run(server, tools, config=config, previous=turns[:3])
+        assert [r.params["seed"] for r in server.chat_requests()] == list(range(103, 107))
+    with ReplayServer(HAPPY_SCRIPT) as server:
+        run(server, tools)
+        assert all("seed" not in r.params for r in server.chat_requests())  # the paper's default sends none

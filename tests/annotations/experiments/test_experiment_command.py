@@ -46,6 +46,8 @@ def test_experiment_wait_prints_both_ex_figures_the_flips_and_the_spread(shop, t
                      r"min 62\.50%, max 62\.50%   \d+ tokens, 2\.0 rounds per question", lines)
     assert re.search(r"baseline  team v1: EX 37\.50% \(3/8\), 37\.50% \(3/8\)   mean 37\.50%, min 37\.50%, "
                      r"max 37\.50%", lines)
+    assert (f"interactive_t2s, sampling seed {experiment.options['sampling_seed']} for both versions "
+            "(+1000 per trial after the first)") in lines
     assert "2 gained (right more often with the candidate):" in lines
     assert "  #1 shop: candidate 2/2, baseline 0/2" in lines and "  #4 shop: candidate 2/2, baseline 0/2" in lines
     assert "0 lost (right less often with the candidate)" in lines

@@ -54,8 +54,14 @@ def test_the_candidate_wins_on_exactly_the_questions_its_new_exemplar_helps(shop
     systems = [r.messages[0]["content"] for r in server.chat_requests()]
     assert len(systems) == 64 and sum("MARK-B" in s for s in systems) == 32
     assert all("MARK-A" in s for s in systems)
-    for run in runs.values():
-        assert run.config["options"] == {"max_rounds": 4} and run.strategy == "interactive_t2s"
+    # One sampling seed drawn for the experiment: both arms of a trial send the same seeds, each trial its own
+    # (the session's seed plus the round), so trials can differ and the spread means something.
+    seed = experiment.options["sampling_seed"]
+    for (_arm, trial), run in runs.items():
+        assert run.config["options"] == {"max_rounds": 4, "sampling_seed": seed + 1000 * (trial - 1)}
+        assert run.strategy == "interactive_t2s"
+    sent = sorted(r.params["seed"] for r in server.chat_requests())
+    assert sent == sorted([seed, seed + 1] * 16 + [seed + 1000, seed + 1001] * 16)
     assert len({str(r.config["llm"]) for r in runs.values()}) == 1
     session = AgentSession.objects.get(run_items__run=runs[("candidate", 1)], question=shop.questions.get(
         index=1).question)
@@ -133,3 +139,26 @@ def test_an_experiment_refused_stores_nothing(shop, team, curator, annotator, ma
     with pytest.raises(ValidationError, match="sends exactly team v1"):
         services.experiment_create(candidate=unchanged, suite_version=suite_version, user=curator)
     assert Run.objects.count() == 0 and ExperimentRun.objects.count() == 0
+
+
+def test_an_experiment_keeps_the_sampling_seed_it_is_given_and_refuses_one_out_of_range(
+        shop, team, curator, annotator, make_exemplar, replay_llm):
+    from django.core.exceptions import ValidationError
+
+    from annotations.runs.models import Run
+
+    replay_llm(helped_script({}))
+    candidate = services.candidate_create(exemplar_set=team, user=curator,
+                                          exemplars=[make_exemplar("MARK-B", author=annotator)])
+    suite_version = _suite(shop, curator, indexes=range(2))
+    for seed in (-1, 2**31, "7"):
+        with pytest.raises(ValidationError, match="sampling_seed"):
+            services.experiment_create(candidate=candidate, suite_version=suite_version, user=curator,
+                                       options={"sampling_seed": seed})
+    assert not Run.objects.exists()
+    experiment = services.experiment_create(candidate=candidate, suite_version=suite_version, user=curator,
+                                            trials=2, options={"sampling_seed": 2**31 - 1})
+    assert experiment.options == {"sampling_seed": 2**31 - 1}
+    seeds = {(er.arm, er.trial): er.run.config["options"]["sampling_seed"] for er in experiment.runs.all()}
+    assert seeds == {("candidate", 1): 2**31 - 1, ("baseline", 1): 2**31 - 1,
+                     ("candidate", 2): 999, ("baseline", 2): 999}  # wrapped into the range the endpoint takes
