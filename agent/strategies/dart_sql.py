@@ -206,6 +206,8 @@ class DartSQL(PipelineStrategy):
     substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
     fidelity = FIDELITY
     name = "dart_sql"
+    title = "DART-SQL"
+    needs_pool = True  # retrieves its examples from the run's example pool
     config_class = DartSQLConfig
     config: DartSQLConfig
 

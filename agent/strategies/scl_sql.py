@@ -158,6 +158,8 @@ class SCLSQL(PipelineStrategy):
     substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
     fidelity = FIDELITY
     name = "scl_sql"
+    title = "SCL-SQL"
+    needs_pool = True  # retrieves its examples from the run's example pool
     config_class = SCLSQLConfig
     config: SCLSQLConfig
 
