@@ -220,3 +220,10 @@ def test_the_admin_adds_no_session_by_hand(client, staff, world):
     response = client.post("/admin/agent/agentsession/add/", {"database": world.database.pk, "question": QUESTION,
                                                               "strategy": POOL[0], "status": "queued"})
     assert response.status_code == 403 and _stored(world.user) == before
+
+
+def test_the_fidelity_page_says_which_strategies_need_a_pool(world):
+    page = world.client.get(reverse("fidelity")).content.decode()
+    for name, cls in STRATEGIES.items():
+        section = page.split(f'id="fidelity-{name}"', 1)[1].split("</article>", 1)[0]
+        assert (f'id="needs-pool-{name}"' in section) == cls.needs_pool, name
