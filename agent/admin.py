@@ -144,6 +144,11 @@ class AgentSessionAdmin(admin.ModelAdmin):
     readonly_fields = ("lease", "attempts", "heartbeat_at", "queued_at", "started_at", "finished_at", "created_at")
     inlines = [TurnInline]
 
+    def has_add_permission(self, request) -> bool:
+        # A session starts through session_create (or a run), which checks its strategy, options, pool and budget;
+        # a row added here would be queued unchecked, and the sweep publishes queued rows.
+        return False
+
 
 @admin.register(Turn)
 class TurnAdmin(admin.ModelAdmin):

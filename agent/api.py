@@ -532,6 +532,10 @@ class StrategyOptionSerializer(serializers.Serializer):
 
 class StrategySerializer(serializers.Serializer):
     name = serializers.CharField()
+    title = serializers.CharField(help_text="The method's name as its paper writes it.")
+    needs_pool = serializers.BooleanField(
+        help_text="It retrieves its examples from an example pool: only a run over a dataset (with a pool) starts "
+                  "it; a single question (POST sessions/, follow-up/) is refused with the reason.")
     options = StrategyOptionSerializer(many=True, help_text="Every option a session, run or experiment may set; "
                                                             "a value outside its bounds is refused.")
 

@@ -9,6 +9,7 @@ from django.urls import reverse
 from agent import policies
 from agent.models import AgentSession, AuditEntry, Database, WorkspaceMembership, name_validator
 from agent.services import few_shot
+from agent.services.sessions import NEEDS_POOL_SHORT, pool_refusal
 from agent.strategies import STRATEGIES, FewShot
 from agent.tools import tool_names
 
@@ -39,6 +40,23 @@ def tool_choices() -> list[tuple[str, str]]:
 
 def strategy_choices() -> list[tuple[str, str]]:
     return [(name, STRATEGY_LABELS.get(name, name)) for name in STRATEGIES]
+
+
+def single_question_strategy_choices() -> list[tuple[str, str]]:
+    """The strategies for a question asked on its own; one that needs an example pool keeps its place, labelled
+    with why it cannot run here (``StrategySelect`` disables it)."""
+    return [(name, label if not STRATEGIES[name].needs_pool else f"{STRATEGIES[name].display_name()} — "
+             f"{NEEDS_POOL_SHORT}") for name, label in strategy_choices()]
+
+
+class StrategySelect(forms.Select):
+    """A strategy select that shows the strategies a single question cannot run as disabled options."""
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
+        option = super().create_option(name, value, label, selected, index, subindex=subindex, attrs=attrs)
+        if value in STRATEGIES and STRATEGIES[value].needs_pool:
+            option["attrs"]["disabled"] = True
+        return option
 
 
 class DatabaseRegisterForm(forms.Form):
@@ -94,7 +112,7 @@ class AskForm(forms.Form):
                "autofocus": True}))
     evidence = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 1}),
                                help_text="Optional hint or external knowledge (as in BIRD).")
-    strategy = forms.ChoiceField(choices=strategy_choices)
+    strategy = forms.ChoiceField(choices=single_question_strategy_choices, widget=StrategySelect)
     exemplar_set_version = forms.TypedChoiceField(
         choices=few_shot_choices, coerce=int, required=False, empty_value=None, label="Exemplar set",
         error_messages={"invalid_choice": "This exemplar set is not usable on this database (the paper's BIRD "
@@ -134,6 +152,13 @@ class AskForm(forms.Form):
         if not name:
             return None
         return self.fields["database"].queryset.filter(name=name).first()
+
+    def clean_strategy(self) -> str:
+        strategy = self.cleaned_data["strategy"]
+        refusal = pool_refusal(strategy)  # a disabled option can still be posted
+        if refusal:
+            raise ValidationError(refusal)
+        return strategy
 
     def few_shot(self) -> FewShot | None:
         """The chosen version's exemplars as the session takes them (None: zero-shot)."""

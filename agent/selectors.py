@@ -169,7 +169,14 @@ def ask_initial(*, user, requested: str = "") -> dict:
     preference = (AskPreference.objects.select_related("database").only("strategy", "database__name",
                                                                         "database__status")
                   .filter(user_id=getattr(user, "pk", None)).first())
-    out: dict = {"database": None, "strategy": preference.strategy if preference else "", "source": "", "notice": ""}
+    out: dict = {"database": None, "strategy": preference.strategy if preference else "", "source": "", "notice": "",
+                 "strategy_notice": ""}
+    if out["strategy"] in STRATEGIES and STRATEGIES[out["strategy"]].needs_pool:
+        # Remembered from before such strategies were refused here: said, not silently replaced.
+        out["strategy_notice"] = (f"The strategy you last asked with, {STRATEGIES[out['strategy']].display_name()}, "
+                                  "needs a retrieval pool, which a single question does not have: run it over a "
+                                  "dataset, or choose another strategy here.")
+        out["strategy"] = ""
     if requested and any(name == requested for _pk, name, _demo in ready):
         return {**out, "database": requested, "source": "link"}
     if preference is not None and preference.database_id:
@@ -229,8 +236,10 @@ def workspace_overview(*, workspace, user) -> dict:
 
 
 def strategy_list() -> list[dict]:
-    """Every strategy with every option it takes, as declared once in its config (type, default, bounds, help)."""
-    return [{"name": name, "options": option_specs(cls.config_class)} for name, cls in sorted(STRATEGIES.items())]
+    """Every strategy with every option it takes, as declared once in its config (type, default, bounds, help),
+    and whether it needs an example pool (then only a run over a dataset starts it)."""
+    return [{"name": name, "title": cls.display_name(), "needs_pool": cls.needs_pool,
+             "options": option_specs(cls.config_class)} for name, cls in sorted(STRATEGIES.items())]
 
 
 def access_granters(*, limit: int = 5) -> list[str]:

@@ -161,6 +161,24 @@ def _waiting_for_llm(session_id: int) -> Callable[[str | None], None]:
 
 # --- create / cancel ---------------------------------------------------------------------
 
+# Why a strategy that declares ``needs_pool`` is not offered for a single question (the Ask page's picker).
+NEEDS_POOL_SHORT = "needs a retrieval pool: run it over a dataset"
+
+
+def pool_refusal(strategy: str) -> str | None:
+    """Why ``strategy`` cannot answer a question asked on its own (None: it can, or it is unknown).
+
+    A single question (Ask, the sessions API, ``ask``, a follow-up) has no example pool, and an exemplar set
+    chosen for it does not stand in for one: a method that retrieves its examples from a pool is refused here
+    rather than run with an empty one and shown as if it were its paper's."""
+    cls = STRATEGIES.get(strategy)
+    if cls is None or not cls.needs_pool:
+        return None
+    return (f"{cls.display_name()} {NEEDS_POOL_SHORT}. It retrieves its few-shot examples from an example "
+            "pool, and a question asked on its own has none; launch a run of it over a dataset with an example "
+            "pool instead (the run form's Example pool, pool in the runs API, run --pool).")
+
+
 
 def session_create(
     *, database: Database, question: str, evidence: str = "", strategy: str = "interactive_t2s",
@@ -176,7 +194,8 @@ def session_create(
     a resumed session prompts with the same ones. Without them, the Interactive-T2S agent gets the
     paper's set that fits the database (the paper is always 2-shot; ``few_shot_source.default_for``)
     unless ``zero_shot`` asks for none; the snapshot's ``exemplars_choice`` says which happened.
-    ``example_pool`` is what retrieving strategies draw examples from; ``question_key`` is this question's
+    ``example_pool`` is what retrieving strategies draw examples from (without one, a strategy that declares
+    ``needs_pool`` is refused: ``pool_refusal``); ``question_key`` is this question's
     key in such a pool (a run over a dataset sets it), never retrieved; ``pool_exclusion`` is all that the question
     may not retrieve (``agent.strategies.pool.PoolExclusion.to_dict()``: its database, its duplicates).
     ``billed_to``: whose daily budget the session's LLM calls count to (default: ``user``; a run's sessions: its
@@ -187,6 +206,8 @@ def session_create(
     turns are snapshot into the config and sent with the question.
     """
     question, errors = _question_errors(question)
+    if example_pool is None and (refusal := pool_refusal(strategy)):
+        errors["strategy"] = [refusal]
     if follow_up_of is not None and follow_up_of.database_id != database.pk:
         errors["database"] = ["A follow-up question is asked on the database of the conversation."]
     endpoint = endpoint or default_llm_endpoint()

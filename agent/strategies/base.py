@@ -190,7 +190,17 @@ class Strategy(abc.ABC):
     """A text-to-SQL method. Subclasses set ``name`` and ``config_class`` and implement ``run``."""
 
     name: ClassVar[str]
+    title: ClassVar[str] = ""  # the method's name as its paper writes it (DART-SQL); empty: ``name``
     config_class: ClassVar[type[Any]]  # a frozen dataclass with to_dict() and from_dict()
+    # Declared by a method that retrieves its few-shot examples from an example pool (agent.strategies.pool).
+    # Only a run over a dataset resolves a pool; a single question (Ask, the sessions API, ``ask``, a
+    # follow-up) has none, so every place that starts one refuses such a strategy rather than running it with an
+    # empty pool. ``pool_needed`` says, per configuration, what a run's launcher refuses.
+    needs_pool: ClassVar[bool] = False
+
+    @classmethod
+    def display_name(cls) -> str:
+        return cls.title or cls.name
 
     def __init__(self, config: Any | None = None) -> None:
         self.config = config if config is not None else self.config_class()

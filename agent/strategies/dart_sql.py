@@ -7,7 +7,8 @@
 2. DAIL-SQL base (section 4.1, "Base prompt"; agent.strategies.dail):
    ``preliminary`` (a zero-shot query whose skeleton guides the selection)
    and ``select`` (examples from the run's example pool by masked-question
-   and SQL-skeleton similarity; the question's own entry is left out).
+   and SQL-skeleton similarity; the question's own entry is left out). The
+   class declares ``needs_pool``: a single question, which has no pool, refuses it.
 3. ``generate`` (section 3.2, A.2): DAIL's prompt plus at most N rows per
    table (half relevant, half random); the query is executed in the same turn.
    A query with LEFT JOIN or SELECT * is ``regenerate``d at once.
@@ -207,6 +208,8 @@ class DartSQL(PipelineStrategy):
     substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
     fidelity = FIDELITY
     name = "dart_sql"
+    title = "DART-SQL"
+    needs_pool = True  # retrieves its examples from the run's example pool
     config_class = DartSQLConfig
     config: DartSQLConfig
 

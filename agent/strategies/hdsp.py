@@ -153,6 +153,7 @@ class HDSP(PipelineStrategy):
     substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
     fidelity = FIDELITY
     name = "hdsp"
+    title = "HDSP"
     config_class = HDSPConfig
     config: HDSPConfig
 

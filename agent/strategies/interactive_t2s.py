@@ -194,6 +194,7 @@ FIDELITY: dict[str, tuple[str, ...]] = {
 
 class InteractiveT2S(Strategy):
     name = "interactive_t2s"
+    title = "Interactive-T2S"
     fidelity = FIDELITY
     substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
     config_class = InteractiveT2SConfig

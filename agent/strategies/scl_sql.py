@@ -26,7 +26,8 @@ Example pool: ``SessionContext.example_pool`` (the run's pool: a dataset's
 gold pairs, an exemplar set, reviewed predictions) plus the session's
 exemplars that have a final query; the question's own entry is left out by
 key. With an empty pool the ``retrieve`` turn says so and the loop runs
-without positives.
+without positives. The class declares ``needs_pool``: a single question (Ask,
+the sessions API, ``ask``, a follow-up), which has no pool, refuses it.
 
 What follows the paper and what differs: ``FIDELITY``.
 """
@@ -159,6 +160,8 @@ class SCLSQL(PipelineStrategy):
     substitutions = SUBSTITUTIONS  # shown by the UI next to the strategy
     fidelity = FIDELITY
     name = "scl_sql"
+    title = "SCL-SQL"
+    needs_pool = True  # retrieves its examples from the run's example pool
     config_class = SCLSQLConfig
     config: SCLSQLConfig
 

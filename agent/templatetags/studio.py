@@ -120,6 +120,14 @@ def strategy_options() -> dict:
 
 
 @register.filter
+def pool_refusal(strategy: str) -> str | None:
+    """Why a session of ``strategy`` cannot be started for a single question (a follow-up): it needs a pool."""
+    from agent.services.sessions import pool_refusal as refusal
+
+    return refusal(strategy)
+
+
+@register.filter
 def can_give_feedback(user, session) -> bool:
     """The session page offers Right / Wrong to those the policy lets judge the answer."""
     from agent import policies

@@ -23,6 +23,6 @@ def fidelity(request: HttpRequest) -> HttpResponse:
             "name": name, "label": STRATEGY_LABELS.get(name, name), "paper": PAPERS.get(name, ""),
             "as_in_paper": lists.get("as_in_paper", ()), "differs": lists.get("differs", ()),
             "substitutions": getattr(cls, "substitutions", "") if not lists else "",
-            "defaults": cls.config_class().to_dict(),
+            "defaults": cls.config_class().to_dict(), "needs_pool": cls.needs_pool,
         })
     return render(request, "agent/fidelity.html", {"strategies": strategies, "section": "fidelity"})

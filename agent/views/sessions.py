@@ -17,8 +17,10 @@ from agent.textclean import csv_writer
 def ask(request: HttpRequest) -> HttpResponse:
     start = selectors.ask_initial(user=request.user, requested=request.GET.get("database", ""))
     initial = {"database": start["database"]}
-    # The remembered strategy, else the first offered (so the large label names what the select shows).
-    initial["strategy"] = start["strategy"] if start["strategy"] in STRATEGIES else next(iter(STRATEGIES))
+    # The remembered strategy, else the first offered (so the large label names what the select shows); never one
+    # that needs an example pool, which a single question does not have.
+    offered = [name for name, cls in STRATEGIES.items() if not cls.needs_pool]
+    initial["strategy"] = start["strategy"] if start["strategy"] in offered else offered[0]
     form = AskForm(request.POST or None, initial=initial, user=request.user)
     endpoint = session_services.default_llm_endpoint()
     if request.method == "POST":
@@ -39,7 +41,7 @@ def ask(request: HttpRequest) -> HttpResponse:
                                                 strategy=form.cleaned_data["strategy"])
             return redirect(session)
     recent = selectors.session_rows(selectors.session_list(viewer=request.user, user=request.user))[:8]
-    strategies = [(name, STRATEGY_LABELS.get(name, name), getattr(cls, "substitutions", ""))
+    strategies = [(name, STRATEGY_LABELS.get(name, name), getattr(cls, "substitutions", ""), cls.needs_pool)
                   for name, cls in STRATEGIES.items()]
     return render(request, "agent/ask.html", {"form": form, "endpoint": endpoint, "recent": recent,
                                               "strategies": strategies, "start": start,

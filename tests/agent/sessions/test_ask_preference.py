@@ -45,12 +45,12 @@ def test_the_last_database_and_strategy_are_remembered_per_account(user_client, 
                                                                    replay_llm, client, django_user_model):
     register("shop")
     replay_llm(SCRIPT)
-    assert ask(user_client, "shop", "dart_sql").status_code == 302
+    assert ask(user_client, "shop", "hdsp").status_code == 302
     assert AskPreference.objects.get(user=user).database.name == "shop"
     register("battle_death")  # a later import adds databases: the choice stays
     html = user_client.get(reverse("ask")).content.decode()
     assert selected(html) == "shop" and "the database you last asked about" in html
-    assert '<option value="dart_sql" selected>' in html and 'id="ask-strategy-name">DART-SQL' in html
+    assert '<option value="hdsp" selected>' in html and 'id="ask-strategy-name">HDSP' in html
     other = django_user_model.objects.create_user("bo", "bo@example.com", "pw-bo-12345")
     other.groups.add(conftest.group_of_testers())
     client.force_login(other)  # another account keeps its own default

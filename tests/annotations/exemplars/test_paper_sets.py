@@ -107,8 +107,8 @@ def test_a_chosen_set_wins_and_pipeline_strategies_get_none_by_default(demo_data
                                       enqueue=False)
     assert session.config["exemplars_choice"] == "chosen"
     assert session.config["exemplar_set_version"]["id"] == chosen.pk
-    dart = sessions.session_create(database=demo_database, question="q", strategy="dart_sql", enqueue=False)
-    assert dart.config["exemplar_set_version"] is None
+    hdsp = sessions.session_create(database=demo_database, question="q", strategy="hdsp", enqueue=False)
+    assert hdsp.config["exemplar_set_version"] is None
 
 
 def test_the_session_page_says_which_set_and_why(demo_database, staff_client, replay_llm):
