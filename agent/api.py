@@ -170,8 +170,9 @@ class SessionSerializer(serializers.ModelSerializer):
         data = super().to_representation(instance)
         request = self.context.get("request")
         user = getattr(request, "user", None)
-        rule = self.context.setdefault("prompt_rule", policies.session_prompt_rule(user))
-        data["config"] = policies.session_config_for(user, instance, rule=rule)
+        if "prompt_rule" not in self.context:  # one per response: a list asks it once per row
+            self.context["prompt_rule"] = policies.session_prompt_rule(user)
+        data["config"] = policies.session_config_for(user, instance, rule=self.context["prompt_rule"])
         return data
 
 
