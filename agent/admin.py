@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
-from agent import services
+from agent import policies, services
 from agent.models import (
     AgentSession,
     AnswerFeedback,
@@ -136,13 +136,39 @@ class TurnInline(admin.TabularInline):
     show_change_link = True
 
 
+class PromptHidingAdmin(admin.ModelAdmin):
+    """Leaves out ``prompt_field`` (text of exemplars from other databases) when the session's prompt is hidden
+    from the admin user (``policies.can_see_session_prompt``), and says so in its place."""
+
+    prompt_field = ""
+
+    def _session(self, obj):
+        return obj
+
+    def _hidden(self, request, obj) -> bool:
+        return obj is not None and not policies.can_see_session_prompt(request.user, self._session(obj))
+
+    def get_exclude(self, request, obj=None):
+        excluded = list(super().get_exclude(request, obj) or ())
+        return [*excluded, self.prompt_field] if self._hidden(request, obj) else excluded
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return (*fields, "prompt_hidden") if self._hidden(request, obj) else fields
+
+    @admin.display(description="Prompt")
+    def prompt_hidden(self, obj) -> str:
+        return policies.PROMPT_HIDDEN_NOTE
+
+
 @admin.register(AgentSession)
-class AgentSessionAdmin(admin.ModelAdmin):
+class AgentSessionAdmin(PromptHidingAdmin):
     list_display = ("id", "question", "database", "strategy", "status", "rounds", "created_by", "created_at")
     list_filter = ("status", "strategy", "database")
     search_fields = ("question", "final_sql")
     readonly_fields = ("lease", "attempts", "heartbeat_at", "queued_at", "started_at", "finished_at", "created_at")
     inlines = [TurnInline]
+    prompt_field = "config"  # its few_shot snapshot holds the exemplars' text
 
     def has_add_permission(self, request) -> bool:
         # A session starts through session_create (or a run), which checks its strategy, options, pool and budget;
@@ -151,10 +177,14 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Turn)
-class TurnAdmin(admin.ModelAdmin):
+class TurnAdmin(PromptHidingAdmin):
     list_display = ("session", "index", "kind", "tool", "tool_ok", "prompt_tokens", "completion_tokens")
     list_filter = ("kind", "tool", "tool_ok")
     raw_id_fields = ("session",)
+    prompt_field = "prompt"
+
+    def _session(self, obj):
+        return obj.session
 
 
 @admin.register(ExamplePool)

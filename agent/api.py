@@ -164,6 +164,17 @@ class SessionSerializer(serializers.ModelSerializer):
                   "started_at", "finished_at", "waiting_for_llm_since", "follow_up_of"]
         read_only_fields = fields
 
+    def to_representation(self, instance: AgentSession) -> dict:
+        """``config`` as the requester may read it: no exemplar text when the session's prompt is hidden from them
+        (``policies.session_config_for``); with no request to tell who asks, hidden."""
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        if "prompt_rule" not in self.context:  # one per response: a list asks it once per row
+            self.context["prompt_rule"] = policies.session_prompt_rule(user)
+        data["config"] = policies.session_config_for(user, instance, rule=self.context["prompt_rule"])
+        return data
+
 
 class SessionDetailSerializer(SessionSerializer):
     turns = TurnSerializer(many=True, read_only=True)
@@ -313,7 +324,7 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
                                                       **data)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.message_dict) from None
-        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+        return Response(SessionSerializer(session, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: SessionSerializer})
     @action(detail=True, methods=["post"])
@@ -321,7 +332,7 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
         session = self.get_object()
         policies.check_can_cancel_session(request.user, session)
         session = session_services.session_cancel(session=session)
-        return Response(SessionSerializer(session).data)
+        return Response(SessionSerializer(session, context={"request": request}).data)
 
 
     @extend_schema(methods=["GET"], responses={200: AnswerFeedbackSerializer(many=True)})
@@ -362,7 +373,7 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
         session = service_call(session_services.session_create, database=parent.database,
                                question=incoming.validated_data["question"], strategy=parent.strategy,
                                user=request.user, follow_up_of=parent)
-        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+        return Response(SessionSerializer(session, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
 class BudgetSerializer(serializers.Serializer):

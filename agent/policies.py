@@ -12,11 +12,14 @@ Roles are groups (``agent/roles.py``); what they may do is their permissions. Su
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
-from agent.models import AgentSession, Database, ImportJob, Workspace, WorkspaceMembership
+from agent.models import AgentSession, Database, ExamplePool, ImportJob, Workspace, WorkspaceMembership
 
 NOT_FOUND = "No such database."
 
@@ -171,6 +174,114 @@ def access_session(user, pk: int) -> AgentSession:
     if session is None:
         raise Http404("No such session.")
     return session
+
+
+# A session's stored prompt (its turns' messages, and the exemplars its config snapshots) holds its exemplars'
+# text, and a retrieving strategy's pool examples: questions, SQL and observations with rows of the databases
+# they came from, which need not be the session's. The prompt is shown only to a viewer who sees every one of
+# those databases, judged now (a grant revoked since the session ran hides it again); when they cannot be told,
+# it is hidden. The session's own steps (completions, actions, observations) are on its database and stay.
+
+PROMPT_HIDDEN_NOTE = ("The prompt is hidden: it holds exemplars from a database you are not granted, or whose "
+                      "source can no longer be told. The steps shown are this session's own.")
+
+
+def session_prompt_rule(user) -> Callable[[AgentSession], bool]:
+    """Whether ``user`` may read a session's prompt, as a function of the session that reads what it needs of the
+    grants once (a list of sessions asks it once per row)."""
+    from agent.services import few_shot
+
+    if not can_view(user):
+        return lambda session: False
+    hidden_names: set[str] = set(hidden_databases(user).values_list("name", flat=True))
+    sources: dict[str, bool] = {}
+
+    def source_visible(source) -> bool:
+        key = repr(sorted(source.items())) if isinstance(source, dict) else repr(source)
+        if key not in sources:
+            sources[key] = few_shot.source_visible(source, user)
+        return sources[key]
+
+    def rule(session: AgentSession) -> bool:
+        config = session.config
+        if not isinstance(config, dict) or "few_shot" not in config:
+            return False  # no snapshot of what the prompt was built from
+        databases = _prompt_databases(config, source_visible)
+        return databases is not None and not (databases & hidden_names)
+
+    return rule
+
+
+def can_see_session_prompt(user, session: AgentSession) -> bool:
+    """Whether ``user`` may read ``session``'s prompt (``session_prompt_rule``)."""
+    return session_prompt_rule(user)(session)
+
+
+def _prompt_databases(config: dict, source_visible: Callable[[Any], bool]) -> set[str] | None:
+    """Names of the databases a session's prompt draws on beyond its own; None when they cannot be told, or when
+    the exemplar set version (or candidate) they came from is not visible (``FewShotSource.source_visible``)."""
+    names: set[str] = set()
+    shots = config.get("few_shot")
+    if shots:
+        if not isinstance(shots, dict) or not isinstance(shots.get("exemplars") or [], list):
+            return None
+        exemplars, databases = shots.get("exemplars") or [], list(shots.get("databases") or [])
+        if exemplars:
+            source = config.get("exemplar_set_version")
+            if source:
+                if not source_visible(source):
+                    return None
+            elif len(databases) != len(exemplars) or not all(databases):
+                return None  # exemplars known only as text: where they came from cannot be told
+            names.update(str(name) for name in databases if name)
+    pool = config.get("example_pool")
+    if pool:
+        pool_names = _pool_databases(pool)
+        if pool_names is None:
+            return None
+        names |= pool_names
+    return names
+
+
+def _pool_databases(snapshot) -> set[str] | None:
+    """The databases an example pool's examples came from (their ``db_id``); None for a pool that is gone or an
+    example of no known database."""
+    if not isinstance(snapshot, dict):
+        return None
+    try:
+        key = (int(snapshot["id"]), str(snapshot["digest"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if key not in _POOL_DATABASES:
+        found = _pool_database_names(*key)
+        if found is None:
+            return None
+        if len(_POOL_DATABASES) >= 32:
+            _POOL_DATABASES.clear()
+        _POOL_DATABASES[key] = found
+    return set(_POOL_DATABASES[key])
+
+
+# Pools are immutable and content-addressed (the digest guards a reused id): their databases are read once per
+# process, as agent.services.sessions reads their examples.
+_POOL_DATABASES: dict[tuple[int, str], frozenset[str]] = {}
+
+
+def _pool_database_names(pool_id: int, digest: str) -> frozenset[str] | None:
+    examples = ExamplePool.objects.filter(pk=pool_id, digest=digest).values_list("examples", flat=True).first()
+    if not isinstance(examples, list):
+        return None
+    names = [e.get("db_id") if isinstance(e, dict) else None for e in examples]
+    return frozenset(str(n) for n in names) if all(names) else None
+
+
+def session_config_for(user, session: AgentSession, *, rule: Callable[[AgentSession], bool] | None = None) -> dict:
+    """The session's config snapshot as ``user`` may read it: without the exemplars' text (and the warnings
+    that name their databases) when its prompt is hidden from them, saying so."""
+    config = session.config if isinstance(session.config, dict) else {}
+    if (rule or session_prompt_rule(user))(session):
+        return config
+    return {**config, "few_shot": None, "exemplar_warnings": [], "prompt_hidden": PROMPT_HIDDEN_NOTE}
 
 
 def can_cancel_session(user, session: AgentSession) -> bool:

@@ -129,15 +129,23 @@ def _day_start(day):
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
-def session_turns(*, session, with_prompts: bool = False, after: int | None = None):
+def session_turns(*, session, viewer, with_prompts: bool = False, after: int | None = None):
     """The session's turns in order (``after``: only those with a greater index, what a live page lacks).
 
     ``with_prompts``: each turn gets ``full_prompt``, the exact messages its LLM call received (stored turns keep
     only what they added to the previous turn's prompt, so the chain is rebuilt from the stored parts; for new
-    turns only, the earlier parts are read as values and nothing of the earlier turns is rendered again)."""
+    turns only, the earlier parts are read as values and nothing of the earlier turns is rendered again), if
+    ``viewer`` may read the session's prompt (``policies.can_see_session_prompt``); otherwise each turn that called
+    the LLM gets ``prompt_hidden``, the note that says why, and no prompt."""
     qs = Turn.objects.for_session(session)
     if after is not None:
         qs = qs.filter(index__gt=after)
+    if with_prompts and not policies.can_see_session_prompt(viewer, session):
+        turns = list(qs.defer("prompt"))
+        for turn in turns:
+            turn.full_prompt = []
+            turn.prompt_hidden = policies.PROMPT_HIDDEN_NOTE if turn.completion is not None or turn.error else ""
+        return turns
     if not with_prompts:
         return qs.defer("prompt")
     turns = list(qs)

@@ -15,7 +15,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 
 from agent import policies as agent_policies
-from annotations.experiments.models import Candidate, Experiment, Suite, SuiteVersion
+from annotations.experiments.models import Candidate, CandidateSnapshot, Experiment, Suite, SuiteVersion
 from annotations.labels.models import Label, LabelReveal, Queue
 from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
@@ -271,12 +271,21 @@ def access_exemplar_set(user, pk: int) -> ExemplarSet:
 # from) is visible to the reader. A name no database here carries restricts nothing (imported paper sets).
 
 def version_database_names(version: ExemplarSetVersion) -> set[str]:
-    return {str(item["database"]) for item in version.exemplars if item.get("database")}
+    return _item_database_names(version.exemplars)
+
+
+def _item_database_names(items) -> set[str]:
+    return {str(item["database"]) for item in items if item.get("database")}
 
 
 def _version_hidden(version: ExemplarSetVersion, hidden_names: set[str], hidden_exemplar_ids: set[int]) -> bool:
-    return bool(version_database_names(version) & hidden_names
-                or {item.get("exemplar_id") for item in version.exemplars} & hidden_exemplar_ids)
+    return _items_hidden(version.exemplars, hidden_names, hidden_exemplar_ids)
+
+
+def _items_hidden(items, hidden_names: set[str], hidden_exemplar_ids: set[int]) -> bool:
+    """Whether exemplar snapshots (a version's, a candidate snapshot's) draw on a hidden database."""
+    return bool(_item_database_names(items) & hidden_names
+                or {item.get("exemplar_id") for item in items} & hidden_exemplar_ids)
 
 
 def _hidden_for(user) -> tuple[set[str], set[int]] | None:
@@ -293,6 +302,29 @@ def can_see_version(user, version: ExemplarSetVersion) -> bool:
         return False
     hidden = _hidden_for(user)
     return hidden is None or not _version_hidden(version, *hidden)
+
+
+def can_see_exemplar_source(user, source) -> bool:
+    """Whether ``user`` sees every database the exemplars of a session's snapshot came from, by the source the
+    snapshot names (``config["exemplar_set_version"]``): a set version (``{"id": ...}``) or an experiment
+    candidate's frozen content (``{"snapshot": ...}``), judged as ``can_see_version`` judges a version. Fails
+    closed: a source naming neither, or whose row is gone, is not seen."""
+    if not agent_policies.can_view(user) or not isinstance(source, dict):
+        return False
+    try:
+        if source.get("snapshot") is not None:
+            rows = CandidateSnapshot.objects.filter(pk=int(source["snapshot"]))
+        elif source.get("id") is not None:
+            rows = ExemplarSetVersion.objects.filter(pk=int(source["id"]))
+        else:
+            return False
+    except (TypeError, ValueError):
+        return False
+    items = rows.values_list("exemplars", flat=True).first()
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        return False
+    hidden = _hidden_for(user)
+    return hidden is None or not _items_hidden(items, *hidden)
 
 
 def visible_versions(user) -> QuerySet[ExemplarSetVersion]:

@@ -34,6 +34,11 @@ class FewShotSource(Protocol):
         """The exemplars a session on ``database`` gets when none are chosen (the paper's set that fits)."""
         ...
 
+    def source_visible(self, source, user) -> bool:
+        """Whether ``user`` sees every database the exemplars came from, by the source a session's snapshot names
+        (``FewShot.source``); False when it cannot be told (no such source, or it is gone)."""
+        ...
+
 
 _source: FewShotSource | None = None
 
@@ -57,3 +62,8 @@ def by_name(spec: str, user=None) -> FewShot | None:
 
 def default_for(database, *, use_evidence: bool = True) -> FewShot | None:
     return _source.default_for(database, use_evidence=use_evidence) if _source is not None else None
+
+
+def source_visible(source, user) -> bool:
+    """See ``FewShotSource.source_visible``; with no source registered nothing can be told: False."""
+    return _source.source_visible(source, user) if _source is not None else False

@@ -83,12 +83,13 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     session = policies.access_session(request.user, pk)
     after = request.GET.get("after", "")
     if request.htmx and (after.isdigit() or after == "-1"):
-        turns = selectors.session_turns(session=session, with_prompts=True, after=int(after))
+        turns = selectors.session_turns(session=session, viewer=request.user, with_prompts=True, after=int(after))
         last = turns[-1].index if turns else int(after)
         return render(request, "agent/partials/session_poll_update.html",
                       {"session": session, "turns": turns, "last_index": last})
-    turns = selectors.session_turns(session=session, with_prompts=True)
-    context = {"session": session, "turns": turns, "last_index": turns[-1].index if turns else -1}
+    turns = selectors.session_turns(session=session, viewer=request.user, with_prompts=True)
+    context = {"session": session, "turns": turns, "last_index": turns[-1].index if turns else -1,
+               "config": policies.session_config_for(request.user, session)}
     if request.htmx:
         return render(request, "agent/partials/session_live.html", context)
     return render(request, "agent/session_detail.html", context)

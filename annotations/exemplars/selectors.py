@@ -205,6 +205,11 @@ class VersionFewShotSource:
         version = default_version(database=database, use_evidence=use_evidence)
         return few_shot_for_version(version) if version is not None else None
 
+    def source_visible(self, source, user) -> bool:
+        from annotations import policies
+
+        return policies.can_see_exemplar_source(user, source)
+
 
 def published_versions():
     """Every set version, newest first within each set: the choices of an "exemplar set" field on the Ask form."""

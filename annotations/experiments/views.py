@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from agent import policies as agent_policies
-from agent.models import Turn
+from agent import selectors as agent_selectors
 from annotations import policies
 from annotations.exemplars.forms import PreviewForm
 from annotations.exemplars.selectors import exemplars_from_items, prompt_preview
@@ -90,7 +90,8 @@ def experiment_question(request: HttpRequest, pk: int, question_id: int) -> Http
     for arm, label in ((ExperimentRun.Arm.CANDIDATE, str(experiment.candidate)),
                        (ExperimentRun.Arm.BASELINE, experiment.baseline_label)):
         cell = row[arm]["trials"][trial - 1]
-        turns = list(Turn.objects.filter(session_id=cell["session"]).order_by("index").defer("prompt")) \
+        # the session's own steps; its prompt (exemplars of other databases) is not on this page
+        turns = list(agent_selectors.session_turns(session=cell["session"], viewer=request.user)) \
             if cell and cell["session"] else []
         item = report["runs"][(arm, trial)].items.select_related("session").get(pk=cell["item"]) if cell else None
         sides.append({"arm": arm, "label": label, "cell": cell, "turns": turns, "item": item})

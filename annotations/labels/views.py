@@ -110,7 +110,8 @@ def review(request: HttpRequest, item_id: int) -> HttpResponse:
         "suggestions": [{"key": s.key, "reason": s.reason, "name": names.get(s.key, s.key)} for s in suggested],
         "progress": selectors.queue_progress(queue=queue, user=request.user) if queue else None,
         "reservations": selectors.active_reservations(item=item).exclude(user=request.user),
-        "turns": item.session.turns.order_by("index") if item.session_id else [],
+        # the session's own steps; its prompt (exemplars of other databases) is not on this page
+        "turns": agent_selectors.session_turns(session=item.session, viewer=request.user) if item.session_id else [],
         "note": note, "corrected": corrected,
         "corrected_form": CorrectedGoldForm(initial={"corrected_sql": corrected.corrected_sql if corrected else ""}),
         "takes_corrections": bool(version and version.categories.filter(accepts_corrected_gold=True).exists()),

@@ -121,7 +121,8 @@ def test_session_model_is_recorded_from_the_config(user, make_sqlite, grant, rep
 
 
 def test_live_poll_returns_only_new_turns_with_their_exact_prompts(user_client, user, shop):
-    session = make_sessions(shop, user, 1, status="running")[0]
+    # a zero-shot snapshot, as session_create writes it (a config without one hides the prompt: its source is unknown)
+    session = make_sessions(shop, user, 1, status="running", config={"few_shot": None})[0]
     system = {"role": "system", "content": "You are the agent. SYSTEM-PROMPT-TEXT"}
     Turn.objects.create(session=session, index=0, prompt=[system, {"role": "user", "content": "Q0"}],
                         completion="Thought: first\nAction: SearchColumn(['a'])", thought="first")
