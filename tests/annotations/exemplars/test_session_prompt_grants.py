@@ -175,8 +175,8 @@ def test_a_session_without_exemplars_shows_its_prompt_as_before(demo_database, u
 
 @pytest.mark.parametrize("breakage", ["version missing", "config missing", "source unparsable",
                                       "text without a database", "snapshot of another length"])
-def test_when_the_exemplars_source_cannot_be_told_the_prompt_is_hidden_even_from_a_superuser(
-        breakage, session, version, author, client):
+def test_when_the_exemplars_source_cannot_be_told_the_prompt_is_hidden_from_whoever_misses_a_grant(
+        breakage, session, version, author, user, client):
     config = dict(session.config)
     if breakage == "version missing":  # versions are never deleted; a source naming none here is the same
         config["exemplar_set_version"] = {**config["exemplar_set_version"], "id": version.pk + 10_000}
@@ -192,10 +192,16 @@ def test_when_the_exemplars_source_cannot_be_told_the_prompt_is_hidden_even_from
         config["few_shot"] = {**config["few_shot"], "databases": []}
     AgentSession.objects.filter(pk=session.pk).update(config=config)
     session.refresh_from_db()
-    assert not policies.can_see_session_prompt(author, session)
-    client.force_login(author)
+    assert not policies.can_see_session_prompt(user, session)
+    client.force_login(user)
     text, noted = _page(client, session)
     assert "Smiley" not in text and EXEMPLAR_QUESTION not in text and noted
+    # Whoever sees every registered database loses nothing by not knowing the source: it shows (old sessions
+    # stored no source, and a superuser must still be able to read them).
+    assert policies.can_see_session_prompt(author, session)
+    client.force_login(author)
+    text, noted = _page(client, session)
+    assert EXEMPLAR_QUESTION in text and not noted
 
 
 def test_exemplars_without_a_version_follow_the_databases_their_snapshot_names(session, secret, user, author):
@@ -231,8 +237,14 @@ def test_an_experiment_candidates_exemplars_follow_their_databases(session, vers
     assert policies.can_see_session_prompt(user, session)
 
 
-def test_an_example_pools_databases_count_too(demo_database, secret, user, client):
+def test_an_example_pools_databases_count_too(demo_database, secret, user, client, make_sqlite):
     """DART-SQL and SCL-SQL put retrieved question-SQL pairs of the pool in the prompt."""
+    from agent import services
+
+    # A database the user is never granted: without it, granting secretdb would grant them everything, and whoever
+    # sees every database reads every prompt.
+    services.database_register(name="elsewhere", location=str(make_sqlite(SECRET, "elsewhere.sqlite")),
+                               refresh="sync")
     pool = sessions.example_pool_store(source="dataset spies", examples=[
         PoolExample("dataset:1:0", EXEMPLAR_QUESTION, "SELECT name FROM agent", "secretdb")])
     retrieving = AgentSession.objects.create(
