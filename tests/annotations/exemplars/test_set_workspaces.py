@@ -314,3 +314,28 @@ def test_a_new_set_goes_to_the_creators_only_workspace_by_default(team, member, 
     Workspace.objects.create(slug="other", name="Other").memberships.create(user=member)
     assert services.set_create(name="two", user=member).workspace is None  # two workspaces: no default
     assert services.set_create(name="three", user=outsider).workspace is None
+
+
+# --- pages that name the version a session or a run used --------------------------------------------------------
+
+def test_a_session_or_run_page_does_not_name_a_version_of_a_set_its_reader_may_not_see(
+        version, outsider, team, client, demo_database):
+    from agent.models import AgentSession
+    from annotations.runs.models import Dataset, DatasetQuestion, Run
+
+    source = {"id": version.pk, "set_id": version.exemplar_set_id, "set": NAME, "number": 1, "exemplars": 1}
+    session = AgentSession.objects.create(database=demo_database, question="How many?", created_by=outsider,
+                                          status=AgentSession.Status.ANSWERED,
+                                          config={"exemplar_set_version": source, "exemplars_choice": "chosen"})
+    dataset = Dataset.objects.create(name="mini", kind="spider", source_path="/nowhere", question_count=1)
+    DatasetQuestion.objects.create(dataset=dataset, index=0, db_id="chinook", database=demo_database,
+                                   question="How many artists?", gold_sql="SELECT count(*) FROM Artist")
+    run = Run.objects.create(name="r", dataset=dataset, source=Run.Source.AGENT, status="done", created_by=outsider,
+                             config={"exemplar_set_version": version.pk, "exemplars_choice": "chosen"})
+    client.force_login(outsider)
+    for url in (session.get_absolute_url(), run.get_absolute_url()):
+        page = client.get(url).content.decode()
+        assert NAME not in page and "a set version you may not see" in page, url
+    WorkspaceMembership.objects.create(workspace=team, user=outsider)
+    for url in (session.get_absolute_url(), run.get_absolute_url()):
+        assert f"{NAME} v1" in client.get(url).content.decode(), url
