@@ -231,7 +231,9 @@ def workspace_list(*, user):
 
 
 def workspace_overview(*, workspace, user) -> dict:
-    """A workspace's members (each with its roles, which say what it may do there) and databases."""
+    """A workspace's members (each with its roles, which say what it may do there), databases and exemplar sets
+    (every member sees each of them; ``exemplar_sets`` is the annotations app's reverse relation, so this module
+    needs no import from it)."""
     from agent.roles import ROLES
 
     members = []
@@ -240,7 +242,8 @@ def workspace_overview(*, workspace, user) -> dict:
                  else [m.group.name] if m.group.name in ROLES else [])
         members.append({"membership": m, "name": m.user.get_username() if m.user_id else m.group.name,
                         "kind": "account" if m.user_id else "group", "roles": roles})
-    return {"members": members, "databases": workspace.databases.order_by("name")}
+    return {"members": members, "databases": workspace.databases.order_by("name"),
+            "exemplar_sets": workspace.exemplar_sets.order_by("name")}
 
 
 def strategy_list() -> list[dict]:

@@ -46,7 +46,8 @@ class VersionInline(admin.TabularInline):
 
 @admin.register(ExemplarSet)
 class ExemplarSetAdmin(admin.ModelAdmin):
-    list_display = ("name", "created_by", "created_at")
+    list_display = ("name", "workspace", "created_by", "created_at")
+    list_filter = ("workspace",)
     inlines = [VersionInline]
 
 

@@ -116,6 +116,10 @@ class ExemplarSet(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
+    workspace = models.ForeignKey(
+        "agent.Workspace", null=True, blank=True, on_delete=models.PROTECT, related_name="exemplar_sets",
+        help_text="Its members (and only they) see the set. None: the paper's sets and older sets, seen by whoever "
+                  "sees one of its versions.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="exemplar_sets")
     created_at = models.DateTimeField(auto_now_add=True)

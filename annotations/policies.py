@@ -15,6 +15,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 
 from agent import policies as agent_policies
+from agent.models import Workspace, WorkspaceMembership
 from annotations.experiments.models import Candidate, CandidateSnapshot, Experiment, Suite, SuiteVersion
 from annotations.labels.models import Label, LabelReveal, Queue
 from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion
@@ -258,17 +259,22 @@ def access_exemplar(user, pk: int) -> Exemplar:
 
 
 def access_exemplar_set(user, pk: int) -> ExemplarSet:
-    if not agent_policies.can_view(user):
-        raise Http404("No such set.")
-    exemplar_set = ExemplarSet.objects.filter(pk=pk).first()
-    if exemplar_set is None:
+    """A set ``user`` may see (``can_see_set``); any other answers exactly as a missing one."""
+    exemplar_set = ExemplarSet.objects.select_related("workspace").filter(pk=pk).first()
+    if exemplar_set is None or not can_see_set(user, exemplar_set):
         raise Http404("No such set.")
     return exemplar_set
 
 
 # A set version is a frozen copy of exemplars drawn from several databases: it is visible only when every
 # registered database it draws on (by the name each snapshot stores, and through the exemplar rows it came
-# from) is visible to the reader. A name no database here carries restricts nothing (imported paper sets).
+# from) is visible to the reader, and its set is visible. A name no database here carries restricts nothing
+# (imported paper sets).
+#
+# A set is visible to the members of its workspace (directly or through a group; superusers are in every
+# workspace, ``agent.policies.member_workspaces``). A set in no workspace (the paper's, older ones) is visible to
+# every reader, unless it has versions and the reader may see none of them: then its name would leak what they
+# draw on. Versions of a visible set keep their own (database) rule.
 
 def version_database_names(version: ExemplarSetVersion) -> set[str]:
     return _item_database_names(version.exemplars)
@@ -297,40 +303,8 @@ def _hidden_for(user) -> tuple[set[str], set[int]] | None:
     return names, set(Exemplar.objects.filter(database__in=hidden.values("pk")).values_list("pk", flat=True))
 
 
-def can_see_version(user, version: ExemplarSetVersion) -> bool:
-    if not agent_policies.can_view(user):
-        return False
-    hidden = _hidden_for(user)
-    return hidden is None or not _version_hidden(version, *hidden)
-
-
-def can_see_exemplar_source(user, source) -> bool:
-    """Whether ``user`` sees every database the exemplars of a session's snapshot came from, by the source the
-    snapshot names (``config["exemplar_set_version"]``): a set version (``{"id": ...}``) or an experiment
-    candidate's frozen content (``{"snapshot": ...}``), judged as ``can_see_version`` judges a version. Fails
-    closed: a source naming neither, or whose row is gone, is not seen."""
-    if not agent_policies.can_view(user) or not isinstance(source, dict):
-        return False
-    try:
-        if source.get("snapshot") is not None:
-            rows = CandidateSnapshot.objects.filter(pk=int(source["snapshot"]))
-        elif source.get("id") is not None:
-            rows = ExemplarSetVersion.objects.filter(pk=int(source["id"]))
-        else:
-            return False
-    except (TypeError, ValueError):
-        return False
-    items = rows.values_list("exemplars", flat=True).first()
-    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-        return False
-    hidden = _hidden_for(user)
-    return hidden is None or not _items_hidden(items, *hidden)
-
-
-def visible_versions(user) -> QuerySet[ExemplarSetVersion]:
+def _versions_on_visible_databases(user) -> QuerySet[ExemplarSetVersion]:
     """Set versions every database of which ``user`` sees (one pass over the versions' snapshots)."""
-    if not agent_policies.can_view(user):
-        return ExemplarSetVersion.objects.none()
     hidden = _hidden_for(user)
     if hidden is None:
         return ExemplarSetVersion.objects.all()
@@ -339,8 +313,83 @@ def visible_versions(user) -> QuerySet[ExemplarSetVersion]:
     return ExemplarSetVersion.objects.exclude(pk__in=blocked)
 
 
+def _sets_visible_given(user, shown_versions: QuerySet[ExemplarSetVersion]) -> QuerySet[ExemplarSet]:
+    """The set rule, given the versions ``user`` sees by their databases."""
+    in_workspace = Q(workspace__in=agent_policies.member_workspaces(user).values("pk"))
+    no_workspace = Q(workspace__isnull=True) & (
+        ~Exists(ExemplarSetVersion.objects.filter(exemplar_set=OuterRef("pk")))
+        | Exists(shown_versions.filter(exemplar_set=OuterRef("pk"))))
+    return ExemplarSet.objects.filter(in_workspace | no_workspace)
+
+
+def visible_sets(user) -> QuerySet[ExemplarSet]:
+    """Exemplar sets ``user`` may see: the one rule for the set list, the API, commands acting for a user."""
+    if not agent_policies.can_view(user):
+        return ExemplarSet.objects.none()
+    return _sets_visible_given(user, _versions_on_visible_databases(user))
+
+
+def can_see_set(user, exemplar_set: ExemplarSet) -> bool:
+    """``visible_sets`` for one set."""
+    if not agent_policies.can_view(user):
+        return False
+    if exemplar_set.workspace_id is not None:
+        return agent_policies.member_workspaces(user).filter(pk=exemplar_set.workspace_id).exists()
+    hidden = _hidden_for(user)
+    if hidden is None:
+        return True
+    snapshots = list(exemplar_set.versions.values_list("exemplars", flat=True))
+    return not snapshots or any(not _version_hidden(ExemplarSetVersion(exemplars=items), *hidden)
+                                for items in snapshots)
+
+
+def can_see_version(user, version: ExemplarSetVersion) -> bool:
+    if not agent_policies.can_view(user):
+        return False
+    hidden = _hidden_for(user)
+    if hidden is not None and _version_hidden(version, *hidden):
+        return False
+    return can_see_set(user, version.exemplar_set)
+
+
+def can_see_exemplar_source(user, source) -> bool:
+    """Whether ``user`` sees every database the exemplars of a session's snapshot came from, and their set, by the
+    source the snapshot names (``config["exemplar_set_version"]``): a set version (``{"id": ...}``) or an
+    experiment candidate's frozen content (``{"snapshot": ...}``), judged as ``can_see_version`` judges a version.
+    Fails closed: a source naming neither, or whose row is gone, is not seen."""
+    if not agent_policies.can_view(user) or not isinstance(source, dict):
+        return False
+    try:
+        if source.get("snapshot") is not None:
+            row = (CandidateSnapshot.objects.select_related("candidate__exemplar_set__workspace")
+                   .filter(pk=int(source["snapshot"])).first())
+            exemplar_set = row.candidate.exemplar_set if row is not None else None
+        elif source.get("id") is not None:
+            row = ExemplarSetVersion.objects.select_related("exemplar_set__workspace").filter(
+                pk=int(source["id"])).first()
+            exemplar_set = row.exemplar_set if row is not None else None
+        else:
+            return False
+    except (TypeError, ValueError):
+        return False
+    items = row.exemplars if row is not None else None
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        return False
+    hidden = _hidden_for(user)
+    return (hidden is None or not _items_hidden(items, *hidden)) and can_see_set(user, exemplar_set)
+
+
+def visible_versions(user) -> QuerySet[ExemplarSetVersion]:
+    """Set versions ``user`` may see: every database they draw on is visible, and so is their set."""
+    if not agent_policies.can_view(user):
+        return ExemplarSetVersion.objects.none()
+    shown = _versions_on_visible_databases(user)
+    return shown.filter(exemplar_set__in=_sets_visible_given(user, shown).values("pk"))
+
+
 def access_version(user, set_id: int, number: int) -> ExemplarSetVersion:
-    """A version of a set ``user`` may see; 404 (as for a missing one) when it draws on a hidden database."""
+    """A version of a set ``user`` may see; 404 (as for a missing one) when it draws on a hidden database or its
+    set is hidden."""
     version = (ExemplarSetVersion.objects.select_related("exemplar_set", "created_by")
                .filter(exemplar_set_id=set_id, number=number).first())
     if version is None or not can_see_version(user, version):
@@ -353,6 +402,22 @@ def access_version_by_id(user, pk: int) -> ExemplarSetVersion:
     if version is None or not can_see_version(user, version):
         raise Http404("No such version.")
     return version
+
+
+def set_workspace_choices(user) -> QuerySet[Workspace]:
+    """Where ``user`` may put a new exemplar set: a workspace they belong to (every one for a trusted command)."""
+    if user is None:
+        return Workspace.objects.all()
+    return agent_policies.member_workspaces(user)
+
+
+def default_set_workspace(user) -> Workspace | None:
+    """A new set's workspace when none is named: the one workspace the creator is a member of (by their own or a
+    group's membership: a superuser is not thereby in every one), else none."""
+    if user is None or not agent_policies.can_view(user):
+        return None
+    mine = list(Workspace.objects.filter(pk__in=WorkspaceMembership.objects.of(user).values("workspace_id"))[:2])
+    return mine[0] if len(mine) == 1 else None
 
 
 # --- checks -------------------------------------------------------------------------------------------
@@ -467,8 +532,10 @@ def visible_candidates(user) -> QuerySet[Candidate]:
         return Candidate.objects.none()
     if user.is_superuser:
         return Candidate.objects.all()
+    shown = _versions_on_visible_databases(user)
     return Candidate.objects.exclude(items__exemplar__database__in=_hidden_db_ids(user)).filter(
-        Q(base_version__isnull=True) | Q(base_version__in=visible_versions(user).values("pk")))
+        exemplar_set__in=_sets_visible_given(user, shown).values("pk")).filter(
+        Q(base_version__isnull=True) | Q(base_version__in=shown.values("pk")))
 
 
 def visible_experiments(user) -> QuerySet[Experiment]:

@@ -135,8 +135,9 @@ EXPECTATIONS: dict[str, Rule] = {
                             api=True),
     "exemplar-review": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.exemplar.pk}, scoped=True, api=True),
     "exemplar-set-list": Rule({"GET": ALL, "POST": only(CURATOR)}, api=True),
-    "exemplar-set-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.exemplar_set.pk}, api=True),
-    "exemplar-set-publish": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.exemplar_set.pk}, api=True),
+    "exemplar-set-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.exemplar_set.pk}, scoped=True, api=True),
+    "exemplar-set-publish": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.exemplar_set.pk}, scoped=True,
+                                 api=True),
     "exemplar-set-upload": Rule({"POST": only(CURATOR)}, api=True),
     "exemplar-set-version-list": Rule({"GET": ALL}, api=True),
     "exemplar-set-version-detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.exemplar_set.versions.get().pk},
@@ -184,8 +185,9 @@ EXPECTATIONS: dict[str, Rule] = {
     "exemplars:set_list": Rule({"GET": ALL}),
     "exemplars:set_new": Rule({"GET": only(CURATOR), "POST": only(CURATOR)}),
     "exemplars:set_upload": Rule({"GET": only(CURATOR), "POST": only(CURATOR)}),
-    "exemplars:set_detail": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}),
-    "exemplars:set_publish": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}),
+    "exemplars:set_detail": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}, scoped=True),
+    "exemplars:set_publish": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"set_id": w.exemplar_set.pk},
+                                  scoped=True),
     "exemplars:version_diff": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}, query="a=1&b=1",
                                    scoped=True),
     "exemplars:version_detail": Rule({"GET": ALL}, kwargs=lambda w: {"set_id": w.exemplar_set.pk, "number": 1},
@@ -257,7 +259,8 @@ EXPECTATIONS.update({
     "experiments:suite_detail": Rule({"GET": ALL, "POST": only(CURATOR)}, kwargs=lambda w: {"pk": w.suite.pk},
                                      scoped=True),
     "experiments:suite_version": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.suite.pk, "number": 1}, scoped=True),
-    "experiments:candidate_new": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"set_id": w.exemplar_set.pk}),
+    "experiments:candidate_new": Rule({"POST": only(CURATOR)}, kwargs=lambda w: {"set_id": w.exemplar_set.pk},
+                                      scoped=True),
     "experiments:candidate_detail": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.candidate.pk}, scoped=True),
     "experiments:candidate_preview": Rule({"GET": ALL}, kwargs=lambda w: {"pk": w.candidate.pk}, scoped=True,
                                           query="database=secret&question=How+many%3F"),
@@ -423,7 +426,8 @@ def world(db, make_sqlite, django_user_model) -> World:
                                          author=w.users[ANNOTATOR])
     w.step = ExemplarStep.objects.create(exemplar=w.exemplar, position=0, thought="Count.",
                                          action='ExecuteSQL("SELECT count(*) FROM singer")')
-    w.exemplar_set = ExemplarSet.objects.create(name="set", created_by=w.users[CURATOR])
+    # the set is in the team's workspace: its pages and routes are scoped to the workspace's members
+    w.exemplar_set = ExemplarSet.objects.create(name="set", created_by=w.users[CURATOR], workspace=w.workspace)
     from annotations.exemplars.selectors import exemplar_snapshot
 
     # the version draws on the granted database: its pages and routes follow that database's grants

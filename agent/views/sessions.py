@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST
 
 from agent import policies, selectors
 from agent.forms import STRATEGY_LABELS, AskForm, SessionFilterForm, add_service_errors, strategy_choices
-from agent.services import budgets, feedback, preferences
+from agent.services import budgets, feedback, few_shot, preferences
 from agent.services import sessions as session_services
 from agent.strategies import STRATEGIES
 from agent.textclean import csv_writer
@@ -92,6 +92,10 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
                "config": policies.session_config_for(request.user, session)}
     if request.htmx:
         return render(request, "agent/partials/session_live.html", context)
+    chosen = (session.config or {}).get("exemplar_set_version") or {}
+    # a published version its reader may not see (its set's workspace, its databases) is not named
+    context["exemplars_withheld"] = bool(chosen.get("id") and not chosen.get("candidate_id")
+                                         and few_shot.by_id(chosen["id"], request.user) is None)
     return render(request, "agent/session_detail.html", context)
 
 

@@ -243,11 +243,14 @@ class VersionDetailSerializer(VersionSerializer):
 
 class SetSerializer(serializers.ModelSerializer):
     created_by = serializers.StringRelatedField()
+    workspace = serializers.SlugRelatedField(slug_field="slug", read_only=True,
+                                             help_text="Its members see the set; null: whoever sees one of its "
+                                                       "versions.")
     versions = serializers.SerializerMethodField()
 
     class Meta:
         model = ExemplarSet
-        fields = ["id", "name", "description", "created_by", "created_at", "versions"]
+        fields = ["id", "name", "description", "workspace", "created_by", "created_at", "versions"]
         read_only_fields = fields
 
     def get_versions(self, obj: ExemplarSet) -> list[int]:
@@ -260,6 +263,10 @@ class SetSerializer(serializers.ModelSerializer):
 class SetCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     description = serializers.CharField(required=False, allow_blank=True, default="")
+    workspace = serializers.CharField(
+        required=False, allow_blank=True, max_length=100,
+        help_text="A workspace you belong to (its slug): its members see the set. \"\": none; omitted: your only "
+                  "workspace when you have exactly one.")
 
 
 class PublishSerializer(serializers.Serializer):
@@ -272,6 +279,10 @@ class PublishSerializer(serializers.Serializer):
 class SetUploadSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="A .zip of the authors' prompt folder, or a .json set export.")
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    workspace = serializers.CharField(
+        required=False, allow_blank=True, max_length=100,
+        help_text="A workspace you belong to (its slug): its members see the set. \"\": none; omitted: your only "
+                  "workspace when you have exactly one.")
 
 
 class ExemplarSetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
@@ -286,7 +297,7 @@ class ExemplarSetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixin
     def get_queryset(self):
         if not agent_policies.can_view(self.request.user):
             return ExemplarSet.objects.none()
-        return selectors.set_list().select_related("created_by").prefetch_related("versions")
+        return selectors.set_list(self.request.user).select_related("created_by")
 
     def get_serializer_context(self) -> dict:
         context = super().get_serializer_context()
@@ -326,7 +337,8 @@ class ExemplarSetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixin
         upload = incoming.validated_data["file"]
         try:
             result = import_upload(chunks=upload.chunks(), size=upload.size, filename=upload.name,
-                                   name=incoming.validated_data["name"] or None, user=request.user)
+                                   name=incoming.validated_data["name"] or None, user=request.user,
+                                   workspace=incoming.validated_data.get("workspace"))
         except ImportProblem as exc:
             raise serializers.ValidationError({"file": exc.problems}) from None
         return Response(VersionSerializer(result.versions, many=True).data, status=status.HTTP_201_CREATED)

@@ -11,6 +11,7 @@ from agent.forms import tool_choices
 from agent.models import Database
 from agent.tools import registry, render_call, tool_names
 from agent.tools.spec import DONE
+from annotations import policies as annotation_policies
 
 RAW = "Raw"  # the action typed as text
 
@@ -53,12 +54,33 @@ class ExemplarEditForm(forms.Form):
     tags = forms.CharField(required=False, help_text='Comma separated, e.g. "empty result, 3 joins".')
 
 
-class SetCreateForm(forms.Form):
+class _SetWorkspaceForm(forms.Form):
+    """A new set's workspace: one the creator belongs to (its members see the set), preselected when they have
+    exactly one. Offered as a choice, taken as a slug: the service checks it and refuses any other in the same
+    words as a missing one (a choice field would answer differently for a workspace one cannot see)."""
+
+    workspace = forms.CharField(required=False, max_length=100, widget=forms.Select,
+                                help_text="Its members see the set; with none, whoever sees one of its versions.")
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = self.fields["workspace"]
+        mine = annotation_policies.set_workspace_choices(user) if user is not None else []
+        field.widget.choices = [("", "none (every reader)")] + [(w.slug, w.name) for w in mine]
+        field.initial = getattr(annotation_policies.default_set_workspace(user), "slug", "")
+
+    def clean_workspace(self) -> str | None:
+        """The slug chosen ("" for none); None when the request did not name one (the creator's default)."""
+        return self.cleaned_data["workspace"] if self.add_prefix("workspace") in self.data else None
+
+
+class SetCreateForm(_SetWorkspaceForm):
     name = forms.CharField(max_length=200)
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    field_order = ["name", "description", "workspace"]
 
 
-class SetUploadForm(forms.Form):
+class SetUploadForm(_SetWorkspaceForm):
     file = forms.FileField(label="Zip or JSON file",
                            help_text="A .zip of the authors' prompt folder (tool_desc.txt and one folder per database "
                                      "with schema.txt and trajectory files), or a .json set exported here.")

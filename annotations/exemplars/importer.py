@@ -347,10 +347,22 @@ def _linked_databases(names: list[str] | None) -> dict[str, Database]:
     return linked
 
 
-def _new_set(name: str, *, user, description: str) -> ExemplarSet:
+def _set_workspace(user, slug: str | None) -> str:
+    """The new set's workspace as a slug ("" for none), checked before anything is read or stored."""
+    from django.core.exceptions import ValidationError
+
+    try:
+        workspace = services.set_workspace(user=user, slug=slug)
+    except ValidationError as exc:
+        raise ImportProblem(exc.messages) from None
+    return workspace.slug if workspace is not None else ""
+
+
+def _new_set(name: str, *, user, description: str, workspace: str) -> ExemplarSet:
     if ExemplarSet.objects.filter(name=name).exists():
-        raise ImportProblem([f"A set named {name!r} exists already; choose another name with --name."])
-    return services.set_create(name=name, user=user, description=description)
+        # The same words whether or not the importer may see the set that holds the name.
+        raise ImportProblem([f"The name {name!r} is not available; choose another with --name."])
+    return services.set_create(name=name, user=user, description=description, workspace=workspace)
 
 
 def _create_exemplar(*, user, database: Database | None, source_database: str, schema_text: str, question: str,
@@ -368,8 +380,10 @@ def _create_exemplar(*, user, database: Database | None, source_database: str, s
 
 
 def import_interactive_t2s(path: Path, *, user=None, name: str | None = None, databases: list[str] | None = None,
-                           tool_desc: str = TOOL_DESC) -> ImportResult:
-    """One set (with its first version) per dataset folder; all or nothing."""
+                           tool_desc: str = TOOL_DESC, workspace: str | None = None) -> ImportResult:
+    """One set (with its first version) per dataset folder; all or nothing. ``workspace``: a slug among the
+    importer's workspaces ("" none, None their only one), as ``services.set_workspace`` takes it."""
+    workspace = _set_workspace(user, workspace)
     folders = dataset_folders(path, tool_desc=tool_desc)
     if name and len(folders) > 1:
         raise ImportProblem([f"{path} holds {len(folders)} datasets; --name applies to one dataset folder."])
@@ -390,7 +404,7 @@ def import_interactive_t2s(path: Path, *, user=None, name: str | None = None, da
     result = ImportResult([], 0, [], [])
     with transaction.atomic():
         for ds in parsed:
-            exemplar_set = _new_set(name or ds.name, user=user,
+            exemplar_set = _new_set(name or ds.name, user=user, workspace=workspace,
                                     description=f"Imported from the interactive-t2s prompt folder {ds.name}.")
             rows = []
             for db in ds.databases:
@@ -513,7 +527,7 @@ def _walk_export(path: Path, on_exemplar: Callable[[int, Any], None]) -> dict[st
 
 
 def import_json(path: Path, *, user=None, name: str | None = None, databases: list[str] | None = None,
-                ) -> ImportResult:
+                workspace: str | None = None) -> ImportResult:
     """A set exported by ``export_version``: new exemplar rows (approved on import), a new set, version 1.
 
     Read twice as a stream (``agent.jsonstream``): a first pass checks every exemplar, a second writes them,
@@ -523,6 +537,7 @@ def import_json(path: Path, *, user=None, name: str | None = None, databases: li
     from agent.conf import agent_settings
     from agent.services.uploads import too_large
 
+    workspace = _set_workspace(user, workspace)
     try:
         refusal = too_large(path.stat().st_size, agent_settings.UPLOAD_MAX_EXEMPLAR_BYTES, "file")
     except OSError as exc:
@@ -589,7 +604,7 @@ def import_json(path: Path, *, user=None, name: str | None = None, databases: li
         rows.append(exemplar)
 
     with transaction.atomic():
-        exemplar_set = _new_set(name or str(set_info.get("name") or path.stem), user=user,
+        exemplar_set = _new_set(name or str(set_info.get("name") or path.stem), user=user, workspace=workspace,
                                 description=str(set_info.get("description") or ""))
         _walk_export(path, create)
         version = services.set_publish(
@@ -628,7 +643,8 @@ def ensure_paper_sets() -> list[ExemplarSetVersion]:
 # --- browser and API uploads ------------------------------------------------------------------------
 
 
-def import_upload(*, chunks, size: int, filename: str, user, name: str | None = None) -> ImportResult:
+def import_upload(*, chunks, size: int, filename: str, user, name: str | None = None,
+                  workspace: str | None = None) -> ImportResult:
     """An exemplar set uploaded through the web or the API: a zip of the authors' prompt folder (``tool_desc.txt``
     and database folders, or a folder of such folders) or a JSON export. Imported like the command does, all or
     nothing; the uploaded files are removed afterwards either way. Problems name the file as uploaded."""
@@ -639,6 +655,7 @@ def import_upload(*, chunks, size: int, filename: str, user, name: str | None = 
     from agent.conf import agent_settings
     from agent.services import uploads
 
+    workspace = _set_workspace(user, workspace)  # refused before the upload is stored
     limit = agent_settings.UPLOAD_MAX_EXEMPLAR_BYTES
     refusal = uploads.too_large(size, limit, "file")
     if refusal:
@@ -654,7 +671,7 @@ def import_upload(*, chunks, size: int, filename: str, user, name: str | None = 
         try:
             uploads.store_upload(chunks, stored, limit=limit, what="file")
             if suffix == ".json":
-                return import_json(stored, user=user, name=name or None)
+                return import_json(stored, user=user, name=name or None, workspace=workspace)
             root = work / stem
             root.mkdir()
             uploads.extract_zip(stored, root, max_bytes=10 * limit)
@@ -663,7 +680,7 @@ def import_upload(*, chunks, size: int, filename: str, user, name: str | None = 
         entries = list(root.iterdir())
         if len(entries) == 1 and entries[0].is_dir() and not (root / TOOL_DESC).is_file():
             root = entries[0]  # the zip of a folder: its one top folder
-        return import_interactive_t2s(root, user=user, name=name or None)
+        return import_interactive_t2s(root, user=user, name=name or None, workspace=workspace)
     except ImportProblem as exc:
         raise ImportProblem([p.replace(str(work) + "/", "").replace(str(work), "")
                              .replace("--name", "the name field") for p in exc.problems]) from None

@@ -21,7 +21,7 @@ from agent.strategies.prompt import (
     schema_text,
     system_prompt,
 )
-from annotations.models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
+from annotations.models import Exemplar, ExemplarSetVersion, ExemplarStep
 
 PROMPT_KEYS = ("schema_text", "question", "evidence", "steps", "final_sql")
 SNAPSHOT_KEYS = ("exemplar_id", "database", *PROMPT_KEYS, "notes", "tags")
@@ -158,8 +158,14 @@ def exemplar_list(*, user, state: str | None = None, database_id: int | None = N
     return qs
 
 
-def set_list():
-    return ExemplarSet.objects.prefetch_related("versions")
+def set_list(user):
+    """The sets ``user`` may see (``policies.visible_sets``), each with its versions and workspace."""
+    from django.db.models import Prefetch
+
+    from annotations import policies
+
+    return policies.visible_sets(user).select_related("workspace").prefetch_related(
+        Prefetch("versions", queryset=policies.visible_versions(user)))
 
 
 def few_shot_for_version(version: ExemplarSetVersion) -> FewShot:

@@ -22,7 +22,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agent import services as agent_services
-from agent.models import AgentSession, Database, Turn
+from agent.models import NAME_UNAVAILABLE, AgentSession, Database, Turn, Workspace
 from agent.sql import SQLError
 from agent.strategies.parsing import ActionParseError, parse_action
 from agent.tools import IndexMissing
@@ -340,14 +340,33 @@ def exemplar_promote_session(*, session: AgentSession, user, final_sql: str | No
 # --- sets and versions --------------------------------------------------------------------------
 
 
-def set_create(*, name: str, user, description: str = "") -> ExemplarSet:
+WORKSPACE_UNAVAILABLE = "This workspace is not available; choose another."
+
+
+def set_workspace(*, user, slug: str | None) -> Workspace | None:
+    """The workspace a new set goes to: ``slug`` among the creator's workspaces ("" for none; None for the
+    default, their only workspace). A missing one and one they are not in are refused in the same words."""
+    if slug is None:
+        return policies.default_set_workspace(user)
+    if not slug:
+        return None
+    workspace = policies.set_workspace_choices(user).filter(slug=slug).first()
+    if workspace is None:
+        raise ValidationError({"workspace": [WORKSPACE_UNAVAILABLE]})
+    return workspace
+
+
+def set_create(*, name: str, user, description: str = "", workspace: str | None = None) -> ExemplarSet:
+    """A new, empty set; ``workspace`` a slug as ``set_workspace`` takes it (its members see the set)."""
     name = " ".join((name or "").split())
     if not name:
         raise ValidationError({"name": "Name the set."})
+    if user is not None and not user.is_authenticated:
+        user = None
+    chosen = set_workspace(user=user, slug=workspace)
     if ExemplarSet.objects.filter(name=name).exists():
-        raise ValidationError({"name": f"A set named {name!r} exists."})
-    return ExemplarSet.objects.create(name=name, description=description or "",
-                                      created_by=user if user is not None and user.is_authenticated else None)
+        raise ValidationError({"name": [NAME_UNAVAILABLE]})  # the same words whether or not the reader sees it
+    return ExemplarSet.objects.create(name=name, description=description or "", workspace=chosen, created_by=user)
 
 
 def set_publish(*, exemplar_set: ExemplarSet, exemplars: Sequence[Exemplar], user, tool_description: str = "",

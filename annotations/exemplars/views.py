@@ -107,7 +107,7 @@ def exemplar_detail(request: HttpRequest, pk: int) -> HttpResponse:
         can_edit_candidates=policies.can_edit_candidates(request.user),
         open_candidates=policies.visible_candidates(request.user).filter(state="open").select_related(
             "exemplar_set")[:50] if policies.can_edit_candidates(request.user) else [],
-        sets=selectors.set_list() if policies.can_edit_candidates(request.user) else [])
+        sets=selectors.set_list(request.user) if policies.can_edit_candidates(request.user) else [])
     if context["done"] and exemplar.final_sql and exemplar.database_id:
         context.update(_final_sql_check(exemplar))
     return render(request, "annotations/exemplar_detail.html", context)
@@ -274,8 +274,9 @@ def promote_session(request: HttpRequest, session_id: int) -> HttpResponse:
 
 @require_GET
 def set_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotations/set_list.html", {"sets": selectors.set_list(), "form": SetCreateForm(),
-                                                         "upload": SetUploadForm(),
+    return render(request, "annotations/set_list.html", {"sets": selectors.set_list(request.user),
+                                                         "form": SetCreateForm(user=request.user),
+                                                         "upload": SetUploadForm(user=request.user),
                                                          "can_import": policies.can_import_exemplars(request.user),
                                                          "can_create": policies.can_create_sets(request.user)})
 
@@ -283,13 +284,14 @@ def set_list(request: HttpRequest) -> HttpResponse:
 def set_upload(request: HttpRequest) -> HttpResponse:
     """A prompt folder (zip) or a JSON set export, imported as a new set with its first version (Curators)."""
     policies.check_can_import_exemplars(request.user)
-    form = SetUploadForm(request.POST or None, request.FILES or None)
+    form = SetUploadForm(request.POST or None, request.FILES or None, user=request.user)
     problems: list[str] = []
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         try:
             result = import_upload(chunks=upload.chunks(), size=upload.size, filename=upload.name,
-                                   name=form.cleaned_data["name"], user=request.user)
+                                   name=form.cleaned_data["name"], workspace=form.cleaned_data["workspace"],
+                                   user=request.user)
         except ImportProblem as exc:
             problems = exc.problems
         else:
@@ -310,7 +312,7 @@ def set_new(request: HttpRequest) -> HttpResponse:
     policies.check_can_create_set(request.user)
     if request.method == "GET":  # opened directly: the form lives on the sets page
         return redirect(reverse("exemplars:set_list") + "#new-set")
-    form = SetCreateForm(request.POST)
+    form = SetCreateForm(request.POST, user=request.user)
     if form.is_valid():
         try:
             exemplar_set = services.set_create(user=request.user, **form.cleaned_data)

@@ -20,6 +20,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
+from agent.models import NAME_UNAVAILABLE
 from agent.services import sessions as session_services
 from agent.strategies import STRATEGIES
 from agent.strategies.options import SEED_MAX
@@ -63,7 +64,7 @@ def suite_create(*, name: str, dataset: Dataset, user, description: str = "",
     if not name:
         raise ValidationError({"name": "Name the suite."})
     if Suite.objects.filter(name=name).exists():
-        raise ValidationError({"name": f"A suite named {name!r} exists."})
+        raise ValidationError({"name": [NAME_UNAVAILABLE]})  # the same words whether or not the reader sees it
     with transaction.atomic():
         suite = Suite.objects.create(name=name, dataset=dataset, description=description or "",
                                      created_by=user if _acting(user) else None)

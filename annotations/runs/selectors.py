@@ -417,16 +417,21 @@ def _norm(value: Any) -> Any:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
-def run_exemplars(*, run: Run) -> dict[str, Any] | None:
-    """Which exemplars a run of our strategies used: the version (or none) and how it was chosen."""
+def run_exemplars(*, run: Run, user) -> dict[str, Any] | None:
+    """Which exemplars a run of our strategies used: the version (or none) and how it was chosen. A version or
+    candidate ``user`` may not see (its set's workspace, its databases) is named as withheld, not by its set."""
     if run.source != Run.Source.AGENT:
         return None
-    from annotations.models import ExemplarSetVersion
+    from annotations import policies
 
     pk = (run.config or {}).get("exemplar_set_version")
-    version = ExemplarSetVersion.objects.select_related("exemplar_set").filter(pk=pk).first() if pk else None
+    candidate = (run.config or {}).get("exemplar_candidate")
+    version = policies.visible_versions(user).select_related("exemplar_set").filter(pk=pk).first() if pk else None
+    if candidate and not policies.visible_candidates(user).filter(pk=candidate.get("candidate_id")).exists():
+        candidate = None
     choice = (run.config or {}).get("exemplars_choice") or ("chosen" if pk else "zero-shot")
     from annotations.experiments.models import ExperimentRun
 
-    return {"version": version, "choice": choice, "candidate": (run.config or {}).get("exemplar_candidate"),
+    return {"version": version, "choice": choice, "candidate": candidate,
+            "withheld": bool(pk and version is None or (run.config or {}).get("exemplar_candidate") and not candidate),
             "experiment": ExperimentRun.objects.filter(run=run).first()}

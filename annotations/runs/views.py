@@ -169,7 +169,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                "awaiting_choice": services.run_awaits_missing_choice(run),
                "can_choose_missing": policies.can_upload_predictions(request.user),
                "can_control": policies.can_control_run(request.user, run),
-               "query": query.urlencode(), "exemplars": selectors.run_exemplars(run=run),
+               "query": query.urlencode(), "exemplars": selectors.run_exemplars(run=run, user=request.user),
                "progress": services.run_progress(run=run) if run.source == Run.Source.AGENT else None}
     if request.htmx and request.GET.get("poll"):
         response = render(request, "annotations/runs/partials/run_status.html", context)

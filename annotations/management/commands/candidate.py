@@ -33,7 +33,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **o):
         with on_behalf_of(o.get("user")) as account, transaction.atomic():  # all the edits or none
-            exemplar_set = ExemplarSet.objects.filter(name=o["set_name"]).first()
+            sets = policies.visible_sets(account) if account is not None else ExemplarSet.objects.all()
+            exemplar_set = sets.filter(name=o["set_name"]).first()
             if exemplar_set is None:
                 raise CommandError(f"No exemplar set {o['set_name']!r}.")
             exemplars = policies.visible_exemplars(account) if account is not None else Exemplar.objects.all()

@@ -57,7 +57,8 @@ class Command(BaseCommand):
             self._wait(experiment, o)
 
     def _start(self, account, o) -> Experiment:
-        exemplar_set = ExemplarSet.objects.filter(name=o["set_name"]).first()
+        sets = policies.visible_sets(account) if account is not None else ExemplarSet.objects.all()
+        exemplar_set = sets.filter(name=o["set_name"]).first()
         if exemplar_set is None:
             raise CommandError(f"No exemplar set {o['set_name']!r}.")
         candidates = policies.visible_candidates(account) if account is not None else Candidate.objects.all()

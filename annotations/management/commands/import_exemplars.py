@@ -26,6 +26,9 @@ class Command(BaseCommand):
                                  "(repeatable). Without it imported exemplars keep their schema text and no link.")
         parser.add_argument("--tool-desc", default=TOOL_DESC,
                             help="interactive-t2s: the tool description file to use (e.g. tool_desc_no_findpath.txt).")
+        parser.add_argument("--workspace", metavar="SLUG",
+                            help="Put the new set in this workspace (its members see it); with --user, one the "
+                                 "account belongs to. Default: with --user, its only workspace; otherwise none.")
         parser.add_argument("--user", help="Username recorded as author and reviewer of the import; it must be a "
                                            "Curator (the rule of the pages). Without it: a trusted operator import.")
 
@@ -41,10 +44,11 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: not found.")
         try:
             if opts["format"] == "json":
-                result = import_json(path, user=user, name=opts["name"], databases=opts["database"])
+                result = import_json(path, user=user, name=opts["name"], databases=opts["database"],
+                                     workspace=opts["workspace"])
             else:
                 result = import_interactive_t2s(path, user=user, name=opts["name"], databases=opts["database"],
-                                                tool_desc=opts["tool_desc"])
+                                                tool_desc=opts["tool_desc"], workspace=opts["workspace"])
         except ImportProblem as exc:
             raise CommandError("Nothing was imported:\n" + "\n".join(exc.problems)) from None
         for line in result.report:

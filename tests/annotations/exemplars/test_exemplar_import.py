@@ -124,6 +124,6 @@ def test_json_import_refuses_an_existing_set_name(tmp_path, demo_database, revie
     path = tmp_path / "demo.json"
     path.write_text(out.getvalue())
     count = Exemplar.objects.count()
-    with pytest.raises(CommandError, match="exists already"):
+    with pytest.raises(CommandError, match="is not available; choose another with --name"):
         call_command("import_exemplars", str(path), "--format", "json", stdout=StringIO())
     assert Exemplar.objects.count() == count
