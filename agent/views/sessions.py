@@ -92,11 +92,21 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
                "config": policies.session_config_for(request.user, session)}
     if request.htmx:
         return render(request, "agent/partials/session_live.html", context)
-    chosen = (session.config or {}).get("exemplar_set_version") or {}
-    # a published version its reader may not see (its set's workspace, its databases) is not named
-    context["exemplars_withheld"] = bool(chosen.get("id") and not chosen.get("candidate_id")
-                                         and few_shot.by_id(chosen["id"], request.user) is None)
+    context["exemplars_withheld"] = _version_withheld(session, request.user)
     return render(request, "agent/session_detail.html", context)
+
+
+def _version_withheld(session, user) -> bool:
+    """Whether the session names a published set version ``user`` may not see (its set's workspace, its
+    databases), or one that cannot be told: then it is not named."""
+    chosen = (session.config or {}).get("exemplar_set_version") if isinstance(session.config, dict) else None
+    if not isinstance(chosen, dict) or chosen.get("id") is None or chosen.get("candidate_id"):
+        return False
+    try:
+        version_id = int(chosen["id"])
+    except (TypeError, ValueError):
+        return True
+    return few_shot.by_id(version_id, user) is None
 
 
 @require_POST

@@ -174,7 +174,7 @@ def test_a_session_without_exemplars_shows_its_prompt_as_before(demo_database, u
 
 
 @pytest.mark.parametrize("breakage", ["version missing", "config missing", "source unparsable",
-                                      "text without a database", "snapshot of another length"])
+                                      "text without a database", "snapshot of another length", "source cut short"])
 def test_when_the_exemplars_source_cannot_be_told_the_prompt_is_hidden_from_whoever_misses_a_grant(
         breakage, session, version, author, user, client):
     config = dict(session.config)
@@ -184,6 +184,8 @@ def test_when_the_exemplars_source_cannot_be_told_the_prompt_is_hidden_from_whoe
         config = {}
     elif breakage == "source unparsable":
         config["exemplar_set_version"] = {**config["exemplar_set_version"], "id": "not a number"}
+    elif breakage == "source cut short":  # the page cannot link to the version any more, and still renders
+        config["exemplar_set_version"] = {"id": "not a number"}
     elif breakage == "text without a database":
         config["exemplar_set_version"] = None
         config["few_shot"] = {**config["few_shot"], "databases": [None]}
