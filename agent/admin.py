@@ -1,6 +1,10 @@
+from collections.abc import Callable
+
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
+from django.contrib.admin.utils import get_fields_from_path
+from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured, ValidationError
+from django.db.models import QuerySet
 
 from agent import policies, services
 from agent.models import (
@@ -37,6 +41,76 @@ class DatabaseAdminForm(forms.ModelForm):
         return data
 
 
+class GrantScoped:
+    """The admin's side of "Who sees what": a non-superuser sees (in lists, change, delete and history pages,
+    autocompletes, raw-id pop-ups and inlines) only the rows the app would show them. Each admin declares how:
+
+    - ``grant_lookup``: the path from the row to its ``Database`` (``"database"``, ``"session__database"``; ``""``
+      when the row is a database), scoped by ``policies.visible_databases`` (``Database.objects.granted_to``);
+    - ``grant_scope``: ``(lookup, visible)`` pairs, ``visible(user)`` being the app's own selector for what the
+      lookup reaches (``""`` = the row itself), e.g. ``("run", visible_runs)``; every pair must hold.
+
+    Superusers see everything, as ``granted_to`` gives them every database."""
+
+    grant_lookup: str | None = None
+    grant_scope: tuple[tuple[str, Callable[..., QuerySet]], ...] = ()
+
+    def grant_scopes(self) -> list[tuple[str, Callable[..., QuerySet]]]:
+        scopes = list(self.grant_scope)
+        if self.grant_lookup is not None:
+            scopes.append((self.grant_lookup, policies.visible_databases))
+        if not scopes:
+            raise ImproperlyConfigured(f"{type(self).__name__} declares neither grant_lookup nor grant_scope.")
+        return scopes
+
+    def scope_rows(self, request, queryset: QuerySet) -> QuerySet:
+        """``queryset`` as ``request.user`` may see it (subclasses add the app's further rules)."""
+        for lookup, visible in self.grant_scopes():
+            queryset = queryset.filter(**{f"{lookup}__in" if lookup else "pk__in": visible(request.user).values("pk")})
+        return queryset
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        return queryset if request.user.is_superuser else self.scope_rows(request, queryset)
+
+    def _related_scope(self, request, db_field, kwargs):
+        # A select of related rows (a run's dataset, a grant's database) lists only those the account sees.
+        related = self.admin_site._registry.get(db_field.remote_field.model)
+        if not request.user.is_superuser and "queryset" not in kwargs and isinstance(related, GrantScoped):
+            kwargs["queryset"] = related.get_queryset(request)
+        return kwargs
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        return super().formfield_for_foreignkey(db_field, request, **self._related_scope(request, db_field, kwargs))
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        return super().formfield_for_manytomany(db_field, request, **self._related_scope(request, db_field, kwargs))
+
+
+class GrantScopedAdmin(GrantScoped, admin.ModelAdmin):
+    """A ModelAdmin scoped by ``GrantScoped``; its list filters on a relation (``"database"``, ``"run"``) offer
+    a non-superuser only the related rows of the rows they see, never every database's name."""
+
+    def get_list_filter(self, request):
+        filters = super().get_list_filter(request)
+        if request.user.is_superuser:
+            return filters
+        return [self._scoped_filter(f) for f in filters]
+
+    def _scoped_filter(self, spec):
+        if not isinstance(spec, str):
+            return spec  # a filter class or (field, class) pair: it chooses its own choices
+        try:
+            field = get_fields_from_path(self.model, spec)[-1]
+        except FieldDoesNotExist:
+            return spec
+        return (spec, admin.RelatedOnlyFieldListFilter) if field.is_relation else spec
+
+
+class GrantScopedInline(GrantScoped, admin.TabularInline):
+    """An inline whose rows follow their own rule rather than their parent's (a set's versions)."""
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Rows written by the app or by services (audit entries, pools, exemplars, import progress, call slots):
     shown, never added or edited here."""
@@ -58,7 +132,8 @@ class DatabaseGrantInline(admin.TabularInline):
 
 
 @admin.register(DatabaseGrant)
-class DatabaseGrantAdmin(admin.ModelAdmin):
+class DatabaseGrantAdmin(GrantScopedAdmin):
+    grant_lookup = "database"
     list_display = ("database", "user", "group", "granted_by", "created_at")
     list_filter = ("database", "group")
     autocomplete_fields = ("user", "group")
@@ -79,8 +154,10 @@ class WorkspaceMembershipInline(admin.TabularInline):
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
+class WorkspaceAdmin(GrantScopedAdmin):
     """Members are managed on the workspace's own page too; changes here are audited the same way."""
+
+    grant_scope = (("", policies.member_workspaces),)
 
     inlines = [WorkspaceMembershipInline]
     list_display = ("slug", "name", "created_by", "created_at")
@@ -89,14 +166,16 @@ class WorkspaceAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkspaceMembership)
-class WorkspaceMembershipAdmin(admin.ModelAdmin):
+class WorkspaceMembershipAdmin(GrantScopedAdmin):
+    grant_scope = (("workspace", policies.member_workspaces),)
     list_display = ("workspace", "user", "group", "role", "added_by", "created_at")
     list_filter = ("workspace", "role")
     readonly_fields = ("added_by", "created_at")
 
 
 @admin.register(Database)
-class DatabaseAdmin(admin.ModelAdmin):
+class DatabaseAdmin(GrantScopedAdmin):
+    grant_lookup = ""
     form = DatabaseAdminForm
     inlines = [DatabaseGrantInline]
     list_display = ("name", "engine", "display_location", "status", "index_status", "table_count", "updated_at")
@@ -128,12 +207,39 @@ class LLMEndpointAdmin(admin.ModelAdmin):
 
 
 class TurnInline(admin.TabularInline):
+    """The session's turns, read-only (its parent is scoped: they are on the session's database)."""
+
     model = Turn
     extra = 0
     can_delete = False
     fields = ("index", "kind", "tool", "action", "tool_ok", "prompt_tokens", "completion_tokens", "error")
     readonly_fields = fields
     show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class SessionRecordAdmin(GrantScopedAdmin):
+    """Sessions and their turns are written only by services (``session_create``, the runner): the admin shows
+    them and never adds, edits or deletes one. An edit would bypass the checks (a finished session set back to
+    queued is published by the sweep unchecked; a rewritten turn falsifies the record), and nothing in the app
+    deletes a session (runs' items, feedback and a worker's lease point at it; its database PROTECTs it)."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 class PromptHidingAdmin(admin.ModelAdmin):
@@ -162,22 +268,21 @@ class PromptHidingAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentSession)
-class AgentSessionAdmin(PromptHidingAdmin):
+class AgentSessionAdmin(SessionRecordAdmin, PromptHidingAdmin):
+    grant_lookup = "database"
     list_display = ("id", "question", "database", "strategy", "status", "rounds", "created_by", "created_at")
     list_filter = ("status", "strategy", "database")
     search_fields = ("question", "final_sql")
     readonly_fields = ("lease", "attempts", "heartbeat_at", "queued_at", "started_at", "finished_at", "created_at")
     inlines = [TurnInline]
     prompt_field = "config"  # its few_shot snapshot holds the exemplars' text
-
-    def has_add_permission(self, request) -> bool:
-        # A session starts through session_create (or a run), which checks its strategy, options, pool and budget;
-        # a row added here would be queued unchecked, and the sweep publishes queued rows.
-        return False
+    # No add (SessionRecordAdmin): a session starts through session_create (or a run), which checks its strategy,
+    # options, pool and budget; a row added here would be queued unchecked, and the sweep publishes queued rows.
 
 
 @admin.register(Turn)
-class TurnAdmin(PromptHidingAdmin):
+class TurnAdmin(SessionRecordAdmin, PromptHidingAdmin):
+    grant_lookup = "session__database"
     list_display = ("session", "index", "kind", "tool", "tool_ok", "prompt_tokens", "completion_tokens")
     list_filter = ("kind", "tool", "tool_ok")
     raw_id_fields = ("session",)
@@ -188,8 +293,11 @@ class TurnAdmin(PromptHidingAdmin):
 
 
 @admin.register(ExamplePool)
-class ExamplePoolAdmin(ReadOnlyAdmin):
-    """Pools are content-addressed and shared by the sessions of a run: read-only here."""
+class ExamplePoolAdmin(GrantScopedAdmin, ReadOnlyAdmin):
+    """Pools are content-addressed and shared by the sessions of a run: read-only here. Shown to whom sees every
+    database their examples came from (``policies.visible_pools``)."""
+
+    grant_scope = (("", policies.visible_pools),)
 
     list_display = ("id", "source", "size", "created_at")
     search_fields = ("source", "digest")
@@ -221,15 +329,18 @@ class AuditEntryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ImportJob)
-class ImportJobAdmin(ReadOnlyAdmin):
+class ImportJobAdmin(GrantScopedAdmin, ReadOnlyAdmin):
+    grant_scope = (("", policies.visible_import_jobs),)  # the uploader's own, as on the progress page
     list_display = ("created_at", "kind", "name", "status", "done", "total", "created_by")
     list_filter = ("kind", "status")
     search_fields = ("name",)
 
 
 @admin.register(AnswerFeedback)
-class AnswerFeedbackAdmin(ReadOnlyAdmin):
+class AnswerFeedbackAdmin(GrantScopedAdmin, ReadOnlyAdmin):
     """Verdicts are given on the session pages (a corrected query must run read-only there first): read-only here."""
+
+    grant_lookup = "session__database"
 
     list_display = ("session", "author", "verdict", "updated_at")
     list_filter = ("verdict",)
@@ -237,7 +348,8 @@ class AnswerFeedbackAdmin(ReadOnlyAdmin):
 
 
 @admin.register(AskPreference)
-class AskPreferenceAdmin(ReadOnlyAdmin):
+class AskPreferenceAdmin(GrantScopedAdmin, ReadOnlyAdmin):
+    grant_lookup = "database"
     list_display = ("user", "database", "strategy", "updated_at")
 
 

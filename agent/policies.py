@@ -279,6 +279,23 @@ def _pool_database_names(pool_id: int, digest: str) -> frozenset[str] | None:
     return frozenset(str(n) for n in names) if all(names) else None
 
 
+def visible_pools(user) -> QuerySet[ExamplePool]:
+    """Example pools whose examples all come from databases ``user`` sees, judged by their ``db_id`` as a session's
+    prompt judges its pool (``session_prompt_rule``): a pool with an example of no known database is hidden."""
+    if not can_view(user):
+        return ExamplePool.objects.none()
+    if user.is_superuser:
+        return ExamplePool.objects.all()
+    hidden_names = set(hidden_databases(user).values_list("name", flat=True))
+    blocked = []
+    for pk, examples in ExamplePool.objects.values_list("pk", "examples"):
+        names = [e.get("db_id") if isinstance(e, dict) else None for e in examples] \
+            if isinstance(examples, list) else [None]
+        if not all(names) or {str(n) for n in names} & hidden_names:
+            blocked.append(pk)
+    return ExamplePool.objects.exclude(pk__in=blocked)
+
+
 def session_config_for(user, session: AgentSession, *, rule: Callable[[AgentSession], bool] | None = None) -> dict:
     """The session's config snapshot as ``user`` may read it: without the exemplars' text (and the warnings
     that name their databases) when its prompt is hidden from them, saying so."""
@@ -316,11 +333,15 @@ def check_can_follow_up(user, session: AgentSession) -> None:
         raise PermissionDenied("Asking a follow-up question needs the Asker role.")
 
 
+def visible_import_jobs(user) -> QuerySet[ImportJob]:
+    """Import jobs: their uploader's (and every one for superusers)."""
+    return ImportJob.objects.all() if can_view(user) and user.is_superuser else \
+        ImportJob.objects.filter(created_by=user) if can_view(user) else ImportJob.objects.none()
+
+
 def access_import_job(user, pk: int) -> ImportJob:
     """An upload's import job: its uploader's (and superusers'); anyone else gets 404."""
-    jobs = ImportJob.objects.all() if can_view(user) and user.is_superuser else \
-        ImportJob.objects.filter(created_by=user) if can_view(user) else ImportJob.objects.none()
-    job = jobs.filter(pk=pk).first()
+    job = visible_import_jobs(user).filter(pk=pk).first()
     if job is None:
         raise Http404("No such import.")
     return job
