@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from agent.admin import ReadOnlyAdmin
+from agent.admin import GrantScopedAdmin, GrantScopedInline, ReadOnlyAdmin
+from annotations import policies
 
 from .models import Exemplar, ExemplarSet, ExemplarSetVersion, ExemplarStep
 
@@ -17,13 +18,15 @@ class ExemplarStepInline(admin.TabularInline):
 
 
 @admin.register(ExemplarStep)
-class ExemplarStepAdmin(admin.ModelAdmin):
+class ExemplarStepAdmin(GrantScopedAdmin):
+    grant_scope = (("exemplar", policies.visible_exemplars),)
     list_display = ("exemplar", "position", "thought", "ok", "stale")
     raw_id_fields = ("exemplar",)
 
 
 @admin.register(Exemplar)
-class ExemplarAdmin(ReadOnlyAdmin):
+class ExemplarAdmin(GrantScopedAdmin, ReadOnlyAdmin):
+    grant_scope = (("", policies.visible_exemplars),)  # on a visible database, or on none (imported)
     list_display = ("id", "question", "database", "source_database", "state", "author", "reviewer", "updated_at")
     list_filter = ("state", "database")
     search_fields = ("question", "notes", "source")
@@ -32,7 +35,10 @@ class ExemplarAdmin(ReadOnlyAdmin):
     # View and delete only (ReadOnlyAdmin): edits go through the console, so review rules and stale marks hold.
 
 
-class VersionInline(admin.TabularInline):
+class VersionInline(GrantScopedInline):
+    """A set is shown to every reader; its versions only to whom sees every database they draw on."""
+
+    grant_scope = (("", policies.visible_versions),)
     model = ExemplarSetVersion
     extra = 0
     fields = ("number", "note", "source", "created_by", "created_at")
@@ -52,8 +58,10 @@ class ExemplarSetAdmin(admin.ModelAdmin):
 
 
 @admin.register(ExemplarSetVersion)
-class ExemplarSetVersionAdmin(ReadOnlyAdmin):
+class ExemplarSetVersionAdmin(GrantScopedAdmin, ReadOnlyAdmin):
     """Read-only: versions are immutable (publish a new one from the set page)."""
+
+    grant_scope = (("", policies.visible_versions),)
 
     list_display = ("exemplar_set", "number", "note", "created_by", "created_at")
     readonly_fields = ("exemplar_set", "number", "tool_description", "exemplars", "content_hash", "note", "source",

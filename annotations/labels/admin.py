@@ -8,6 +8,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 
+from agent.admin import GrantScopedAdmin
+from annotations import policies
 from annotations.labels import services
 from annotations.labels.models import (
     Category,
@@ -102,7 +104,7 @@ class TaxonomyVersionAdmin(admin.ModelAdmin):
         return False
 
 
-class LabelsChangedAdmin(admin.ModelAdmin):
+class LabelsChangedAdmin(GrantScopedAdmin):
     """A change made here changes what the cached label counts read (annotations.labels.version)."""
 
     def save_model(self, request, obj, form, change) -> None:
@@ -120,6 +122,12 @@ class LabelsChangedAdmin(admin.ModelAdmin):
 
 @admin.register(Label)
 class LabelAdmin(LabelsChangedAdmin):
+    grant_scope = (("", policies.visible_labels),)
+
+    def scope_rows(self, request, queryset):
+        # and, as on every page, other annotators' labels in a blind queue stay hidden
+        return policies.hide_blind_labels(request.user, super().scope_rows(request, queryset))
+
     list_display = ("item", "category", "annotator", "is_final", "updated_at")
     list_filter = ("category__key", "is_final", "taxonomy_version")
     raw_id_fields = ("item",)
@@ -129,6 +137,7 @@ class LabelAdmin(LabelsChangedAdmin):
 
 @admin.register(Queue)
 class QueueAdmin(LabelsChangedAdmin):
+    grant_scope = (("", policies.visible_queues),)
     list_display = ("name", "run", "max_annotators", "created_by", "created_at")
     filter_horizontal = ("assignees",)
 
@@ -154,18 +163,25 @@ class CategoryAdmin(ReadOnlyAdmin):
 
 @admin.register(LabelReveal)
 class LabelRevealAdmin(LabelsChangedAdmin, ReadOnlyAdmin):
+    grant_scope = (("item__run", policies.visible_runs),)
     list_display = ("item", "user", "revealed_at")
     raw_id_fields = ("item",)
 
 
 @admin.register(Reservation)
-class ReservationAdmin(ReadOnlyAdmin):
+class ReservationAdmin(GrantScopedAdmin, ReadOnlyAdmin):
+    grant_scope = (("item__run", policies.visible_runs),)
     list_display = ("item", "user", "expires_at", "created_at")
     raw_id_fields = ("item",)
 
 
 @admin.register(SuggestionEvent)
-class SuggestionEventAdmin(ReadOnlyAdmin):
+class SuggestionEventAdmin(GrantScopedAdmin, ReadOnlyAdmin):
+    grant_scope = (("item__run", policies.visible_runs),)
+
+    def scope_rows(self, request, queryset):
+        return policies.hide_blind_suggestion_events(request.user, super().scope_rows(request, queryset))
+
     list_display = ("item", "user", "category_key", "accepted", "shown_at")
     list_filter = ("category_key", "accepted")
     raw_id_fields = ("item",)

@@ -1,10 +1,12 @@
 from django.contrib import admin
 
+from agent.admin import GrantScopedAdmin
+from annotations import policies
 from annotations.labels.version import labels_changed
 from annotations.runs.models import Dataset, DatasetQuestion, Run, RunItem
 
 
-class FailuresChangedAdmin(admin.ModelAdmin):
+class FailuresChangedAdmin(GrantScopedAdmin):
     """An item's decision or a question's database, difficulty or joins edited here changes which questions are
     failures a queue holds, which cached label counts read (annotations.labels.version); deletes reach it through
     the items' post_delete."""
@@ -15,7 +17,8 @@ class FailuresChangedAdmin(admin.ModelAdmin):
 
 
 @admin.register(Dataset)
-class DatasetAdmin(admin.ModelAdmin):
+class DatasetAdmin(GrantScopedAdmin):
+    grant_scope = (("", policies.visible_datasets),)
     list_display = ("name", "kind", "question_count", "executable_count", "updated_at")
     list_filter = ("kind",)
     search_fields = ("name", "source_path")
@@ -23,6 +26,7 @@ class DatasetAdmin(admin.ModelAdmin):
 
 @admin.register(DatasetQuestion)
 class DatasetQuestionAdmin(FailuresChangedAdmin):
+    grant_scope = (("dataset", policies.visible_datasets),)
     list_display = ("dataset", "index", "db_id", "difficulty", "table_count", "question")
     list_filter = ("dataset", "difficulty", "table_count")
     search_fields = ("question", "gold_sql", "db_id")
@@ -40,7 +44,8 @@ class RunItemInline(admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(GrantScopedAdmin):
+    grant_scope = (("", policies.visible_runs),)
     list_display = ("id", "name", "dataset", "source", "strategy", "status", "created_by", "created_at")
     list_filter = ("source", "status", "strategy", "dataset")
     search_fields = ("name",)
@@ -49,6 +54,7 @@ class RunAdmin(admin.ModelAdmin):
 
 @admin.register(RunItem)
 class RunItemAdmin(FailuresChangedAdmin):
+    grant_scope = (("run", policies.visible_runs),)
     list_display = ("run", "question", "eval_status", "ex", "soft_f1")
     list_filter = ("eval_status", "ex", "run")
     raw_id_fields = ("run", "question", "session")
