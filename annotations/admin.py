@@ -36,7 +36,8 @@ class ExemplarAdmin(GrantScopedAdmin, ReadOnlyAdmin):
 
 
 class VersionInline(GrantScopedInline):
-    """A set is shown to every reader; its versions only to whom sees every database they draw on."""
+    """A set's versions, each only to whom sees every database it draws on (a set in a workspace is seen by its
+    members, who may still miss a database one of its versions draws on)."""
 
     grant_scope = (("", policies.visible_versions),)
     model = ExemplarSetVersion
@@ -51,7 +52,8 @@ class VersionInline(GrantScopedInline):
 
 
 @admin.register(ExemplarSet)
-class ExemplarSetAdmin(admin.ModelAdmin):
+class ExemplarSetAdmin(GrantScopedAdmin):
+    grant_scope = (("", policies.visible_sets),)  # its workspace, or (in none) the databases of its versions
     list_display = ("name", "workspace", "created_by", "created_at")
     list_filter = ("workspace",)
     inlines = [VersionInline]
