@@ -226,11 +226,8 @@ class TurnInline(admin.TabularInline):
         return False
 
 
-class SessionRecordAdmin(GrantScopedAdmin):
-    """Sessions and their turns are written only by services (``session_create``, the runner): the admin shows
-    them and never adds, edits or deletes one. An edit would bypass the checks (a finished session set back to
-    queued is published by the sweep unchecked; a rewritten turn falsifies the record), and nothing in the app
-    deletes a session (runs' items, feedback and a worker's lease point at it; its database PROTECTs it)."""
+class RecordAdmin(GrantScopedAdmin):
+    """Records written only by services, scoped like the rest: shown, never added, edited or deleted here."""
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -240,6 +237,13 @@ class SessionRecordAdmin(GrantScopedAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+class SessionRecordAdmin(RecordAdmin):
+    """Sessions and their turns are written only by services (``session_create``, the runner). An edit would
+    bypass the checks (a finished session set back to queued is published by the sweep unchecked; a rewritten
+    turn falsifies the record), and nothing in the app deletes a session (runs' items, feedback and a worker's
+    lease point at it; its database PROTECTs it)."""
 
 
 class PromptHidingAdmin(admin.ModelAdmin):

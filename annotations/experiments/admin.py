@@ -4,7 +4,7 @@ records a verdict was computed from; they are made and changed through the app's
 from django.contrib import admin
 from django.db.models import Q
 
-from agent.admin import GrantScopedAdmin
+from agent.admin import RecordAdmin
 from annotations import policies
 from annotations.experiments.models import (
     Candidate,
@@ -19,74 +19,63 @@ from annotations.experiments.models import (
 )
 
 
-class ReadOnlyAdmin(GrantScopedAdmin):
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-
 @admin.register(Suite)
-class SuiteAdmin(ReadOnlyAdmin):
+class SuiteAdmin(RecordAdmin):
     grant_scope = (("", policies.visible_suites),)
     list_display = ("name", "dataset", "created_by", "created_at")
     search_fields = ("name",)
 
 
 @admin.register(SuiteVersion)
-class SuiteVersionAdmin(ReadOnlyAdmin):
+class SuiteVersionAdmin(RecordAdmin):
     grant_scope = (("suite", policies.visible_suites),)
     list_display = ("suite", "number", "question_count", "created_by", "created_at")
     list_filter = ("suite",)
 
 
 @admin.register(SuiteQuestion)
-class SuiteQuestionAdmin(ReadOnlyAdmin):
+class SuiteQuestionAdmin(RecordAdmin):
     grant_scope = (("version__suite", policies.visible_suites),)
     list_display = ("version", "position", "question")
     raw_id_fields = ("version", "question")
 
 
 @admin.register(Candidate)
-class CandidateAdmin(ReadOnlyAdmin):
+class CandidateAdmin(RecordAdmin):
     grant_scope = (("", policies.visible_candidates),)
     list_display = ("exemplar_set", "number", "title", "state", "created_by", "updated_at")
     list_filter = ("state", "exemplar_set")
 
 
 @admin.register(CandidateItem)
-class CandidateItemAdmin(ReadOnlyAdmin):
+class CandidateItemAdmin(RecordAdmin):
     grant_scope = (("candidate", policies.visible_candidates),)
     list_display = ("candidate", "position", "exemplar")
     raw_id_fields = ("candidate", "exemplar")
 
 
 @admin.register(CandidateSnapshot)
-class CandidateSnapshotAdmin(ReadOnlyAdmin):
+class CandidateSnapshotAdmin(RecordAdmin):
     grant_scope = (("candidate", policies.visible_candidates),)
     list_display = ("candidate", "content_hash", "created_at")
 
 
 @admin.register(Experiment)
-class ExperimentAdmin(ReadOnlyAdmin):
+class ExperimentAdmin(RecordAdmin):
     grant_scope = (("", policies.visible_experiments),)
     list_display = ("id", "name", "exemplar_set", "candidate", "strategy", "trials", "cancelled", "created_at")
     list_filter = ("exemplar_set", "cancelled")
 
 
 @admin.register(ExperimentRun)
-class ExperimentRunAdmin(ReadOnlyAdmin):
+class ExperimentRunAdmin(RecordAdmin):
     grant_scope = (("experiment", policies.visible_experiments), ("run", policies.visible_runs))
     list_display = ("experiment", "arm", "trial", "run")
     raw_id_fields = ("experiment", "run")
 
 
 @admin.register(ExemplarOrigin)
-class ExemplarOriginAdmin(ReadOnlyAdmin):
+class ExemplarOriginAdmin(RecordAdmin):
     grant_scope = (("exemplar", policies.visible_exemplars),)
 
     def scope_rows(self, request, queryset):
