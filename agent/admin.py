@@ -66,7 +66,10 @@ class GrantScoped:
     def scope_rows(self, request, queryset: QuerySet) -> QuerySet:
         """``queryset`` as ``request.user`` may see it (subclasses add the app's further rules)."""
         for lookup, visible in self.grant_scopes():
-            queryset = queryset.filter(**{f"{lookup}__in" if lookup else "pk__in": visible(request.user).values("pk")})
+            # Read as a list of ids, not nested as a subquery: the app's selectors are subqueries already, and
+            # SQLite (the embedded default) refuses a statement nested this deep ("parser stack overflow").
+            allowed = list(visible(request.user).values_list("pk", flat=True))
+            queryset = queryset.filter(**{f"{lookup}__in" if lookup else "pk__in": allowed})
         return queryset
 
     def get_queryset(self, request):
