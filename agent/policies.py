@@ -272,7 +272,12 @@ _POOL_DATABASES: dict[tuple[int, str], frozenset[str]] = {}
 
 
 def _pool_database_names(pool_id: int, digest: str) -> frozenset[str] | None:
-    examples = ExamplePool.objects.filter(pk=pool_id, digest=digest).values_list("examples", flat=True).first()
+    return _example_database_names(
+        ExamplePool.objects.filter(pk=pool_id, digest=digest).values_list("examples", flat=True).first())
+
+
+def _example_database_names(examples) -> frozenset[str] | None:
+    """The ``db_id`` of every example of a pool; None when one has none (or the examples are no list)."""
     if not isinstance(examples, list):
         return None
     names = [e.get("db_id") if isinstance(e, dict) else None for e in examples]
@@ -289,9 +294,8 @@ def visible_pools(user) -> QuerySet[ExamplePool]:
     hidden_names = set(hidden_databases(user).values_list("name", flat=True))
     blocked = []
     for pk, examples in ExamplePool.objects.values_list("pk", "examples"):
-        names = [e.get("db_id") if isinstance(e, dict) else None for e in examples] \
-            if isinstance(examples, list) else [None]
-        if not all(names) or {str(n) for n in names} & hidden_names:
+        names = _example_database_names(examples)
+        if names is None or names & hidden_names:
             blocked.append(pk)
     return ExamplePool.objects.exclude(pk__in=blocked)
 
